@@ -1,0 +1,158 @@
+"""Time arithmetic: the one place that decides what a virtual second is.
+
+Why integer ticks
+-----------------
+Floats do not add up: ``0.1 + 0.1 + 0.1 != 0.3``.  A loop that simply did ``now += delay``
+would drift, and two runs that sleep the same total in different pieces would disagree.  So
+virtual time is kept as an integer count of **ticks** of one nanosecond
+(:data:`TICKS_PER_SECOND`), and converted to a float only when somebody reads it.  Ten sleeps
+of 0.1 s are ten additions of 100,000,000 ticks, and the float read at the end is exactly
+``1.0``; a hundred years of virtual time is about 3.2e18 ticks, which a Python ``int`` holds
+without any loss.
+
+Rules every caller relies on:
+
+* :func:`to_ticks` rounds to the nearest tick, and :func:`to_seconds` of a tick count is the
+  float nearest to its exact decimal value, so ``to_seconds(to_ticks(x)) == x`` for every
+  ``x`` that is a whole number of nanoseconds.
+* :func:`delay_ticks` turns a relative delay into ticks, and any *positive* delay becomes at
+  least one tick: a loop that sleeps 1e-12 s in a ``while`` still moves forward, it never
+  freezes time.
+* Conversions are monotone: a later float never maps to an earlier tick.
+
+:class:`RateAnchor` is the other half: virtual time that follows real time at a rate, rebased
+whenever the rate changes so that a change never makes time jump.  It holds its real clock in
+an attribute, so tests can check the arithmetic with a fake clock and no loop at all.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _stdlib_time
+from collections.abc import Callable
+from numbers import Real
+from typing import Final
+
+__all__ = [
+    "RESOLUTION",
+    "TICKS_PER_SECOND",
+    "RateAnchor",
+    "check_delay",
+    "check_finite",
+    "check_rate",
+    "delay_ticks",
+    "to_seconds",
+    "to_ticks",
+]
+
+TICKS_PER_SECOND: Final = 1_000_000_000
+"""Virtual time is counted in integer nanoseconds."""
+
+RESOLUTION: Final = 1.0 / TICKS_PER_SECOND
+"""The smallest step of virtual time, in seconds."""
+
+_real_monotonic = _stdlib_time.monotonic
+
+
+def to_ticks(seconds: float) -> int:
+    """Nearest tick to ``seconds`` (a finite number of seconds)."""
+    return round(seconds * TICKS_PER_SECOND)
+
+
+def to_seconds(ticks: int) -> float:
+    """The float nearest to ``ticks`` nanoseconds, in seconds."""
+    return ticks / TICKS_PER_SECOND
+
+
+def delay_ticks(delay: float) -> int:
+    """Ticks for a relative ``delay``: at least one tick when ``delay > 0``, zero otherwise.
+
+    Non-positive and NaN delays mean "as soon as possible", as in :func:`asyncio.sleep`.
+    """
+    if delay > 0:
+        ticks = round(delay * TICKS_PER_SECOND)
+        return ticks if ticks > 0 else 1
+    return 0
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def check_finite(name: str, value: object) -> float:
+    """``value`` as a float if it is a finite real number, else a clear error.
+
+    ``TypeError`` for non-numbers (including ``bool``, which is almost always a mistake),
+    ``ValueError`` for NaN and infinities.  The message names ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({_type_name(value)})")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return result
+
+
+def check_delay(name: str, value: object) -> float:
+    """``value`` as a float if it is a finite number >= 0, else a clear error."""
+    result = check_finite(name, value)
+    if result < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return result
+
+
+def check_rate(name: str, value: object) -> float:
+    """A rate: a finite number >= 0 (0 means stopped or "not tied to real time")."""
+    return check_delay(name, value)
+
+
+class RateAnchor:
+    """Virtual time that runs at ``rate`` times real time, from an anchor.
+
+    ``virtual(real) = anchor_virtual + (real - anchor_real) * rate``.  Changing the rate first
+    re-anchors at the present instant, so the virtual time read just before and just after a
+    change is the same: a rate change never jumps time forwards or backwards.  ``clock`` is the
+    real clock (``time.monotonic`` by default); pass a fake one to test the arithmetic.
+    """
+
+    __slots__ = ("_anchor_real", "_anchor_virtual", "_rate", "clock")
+
+    def __init__(
+        self,
+        virtual: float,
+        rate: float,
+        clock: Callable[[], float] = _real_monotonic,
+    ) -> None:
+        self.clock = clock
+        self._anchor_real = clock()
+        self._anchor_virtual = virtual
+        self._rate = check_rate("rate", rate)
+
+    @property
+    def rate(self) -> float:
+        """Virtual seconds per real second."""
+        return self._rate
+
+    def set_rate(self, rate: float) -> None:
+        """Change the rate from now on, without moving the current virtual time."""
+        rate = check_rate("rate", rate)
+        self.rebase(self.virtual())
+        self._rate = rate
+
+    def rebase(self, virtual: float) -> None:
+        """Declare that the current real instant corresponds to ``virtual``."""
+        self._anchor_real = self.clock()
+        self._anchor_virtual = virtual
+
+    def virtual(self) -> float:
+        """The virtual time now, according to the real clock."""
+        return self._anchor_virtual + (self.clock() - self._anchor_real) * self._rate
+
+    def real_until(self, virtual: float) -> float:
+        """Real seconds from now until the virtual time reaches ``virtual`` (inf if rate 0)."""
+        if self._rate == 0:
+            return math.inf
+        return max(0.0, (virtual - self.virtual()) / self._rate)
+
+    def __repr__(self) -> str:
+        return f"RateAnchor(virtual={self.virtual()!r}, rate={self._rate!r})"
