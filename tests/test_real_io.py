@@ -1,0 +1,201 @@
+"""Real threads, sockets and subprocesses next to virtual time.
+
+These are the few tests that wait in real time, on purpose: each real wait is short (< 1 s)
+and marked ``# real-time:``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import anyio
+import anyio.to_thread
+import pytest
+
+import virtualtime
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def slow_job(seconds: float) -> str:
+    time.sleep(seconds)  # real-time: the worker thread's own real work
+    return "done"
+
+
+# ---------------------------------------------------------------- threads
+
+
+def test_time_stands_still_while_run_in_executor_job_runs() -> None:
+    async def main() -> tuple[str, float, float]:
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        # The virtual timeout would fire first if time were allowed to jump.
+        result = await asyncio.wait_for(loop.run_in_executor(None, slow_job, 0.1), timeout=1)
+        return result, now(), time.perf_counter() - t0
+
+    result, vt, real = virtualtime.run(main())
+    assert result == "done"
+    assert vt == 0.0
+    assert real >= 0.09
+
+
+def test_timers_wait_for_a_thread_job_even_when_due() -> None:
+    async def main() -> list[str]:
+        order: list[str] = []
+
+        async def ticker() -> None:
+            await asyncio.sleep(0.001)
+            order.append(f"tick at {now()}")
+
+        async def worker() -> None:
+            order.append(await asyncio.to_thread(slow_job, 0.05))
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(worker())
+            tg.create_task(ticker())
+        return order
+
+    # The tick at 0.001 virtual seconds could only fire once the job was over.
+    assert virtualtime.run(main()) == ["done", "tick at 0.001"]
+
+
+def test_anyio_to_thread_holds_virtual_time() -> None:
+    async def main() -> tuple[str, float]:
+        with anyio.fail_after(0.5):
+            result = await anyio.to_thread.run_sync(slow_job, 0.1)
+        return result, anyio.current_time()
+
+    result = anyio.run(
+        main, backend="asyncio", backend_options={"loop_factory": virtualtime.new_event_loop}
+    )
+    assert result == ("done", 0.0)
+
+
+def test_closing_after_executor_use_emits_no_warning() -> None:
+    # 3.12+ joins the default executor under a (virtual) 300 s timeout; it must not fire.
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, slow_job, 0.05)
+
+    assert virtualtime.run(main()) == "done"  # filterwarnings=error turns a warning into a failure
+
+
+def test_job_in_flight_is_not_a_deadlock() -> None:
+    async def main() -> str:
+        return await asyncio.to_thread(slow_job, 0.4)
+
+    assert virtualtime.run(main(), deadlock_timeout=0.05) == "done"
+
+
+# ---------------------------------------------------------------- sockets
+
+
+def test_server_and_client_in_the_same_virtual_loop() -> None:
+    async def main() -> tuple[list[bytes], float]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while line := await reader.readline():
+                await asyncio.sleep(1.5)  # virtual processing time
+                writer.write(line.upper())
+                await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            replies = []
+            for word in (b"ping\n", b"pong\n", b"done\n"):
+                writer.write(word)
+                replies.append(await asyncio.wait_for(reader.readline(), timeout=2))
+            writer.close()
+            await writer.wait_closed()
+        return replies, now()
+
+    replies, vt = virtualtime.run(main())
+    assert replies == [b"PING\n", b"PONG\n", b"DONE\n"]
+    assert vt == 4.5
+
+
+@pytest.fixture
+def slow_echo_server() -> Iterator[int]:
+    """A real TCP server in a thread that answers each line after 0.2 real seconds."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                data = conn.recv(1024)
+                time.sleep(0.2)  # real-time: the peer takes real time to answer
+                conn.sendall(b"reply:" + data)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+async def _ask(port: int, timeout: float) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"hello")
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(100), timeout)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+def test_threshold_lets_a_slow_real_server_answer(slow_echo_server: int) -> None:
+    assert virtualtime.run(_ask(slow_echo_server, 5), autojump_threshold=0.5) == b"reply:hello"
+
+
+def test_threshold_zero_lets_the_virtual_timeout_win(slow_echo_server: int) -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        virtualtime.run(_ask(slow_echo_server, 5))
+    assert time.perf_counter() - t0 < 0.2 + 0.15  # no real waiting for the reply
+
+
+# ---------------------------------------------------------------- subprocesses
+
+_CHILD = [sys.executable, "-c", "import time; time.sleep(0.2); print('bye')"]
+
+
+async def _child(timeout: float) -> tuple[int, bytes]:
+    proc = await asyncio.create_subprocess_exec(*_CHILD, stdout=asyncio.subprocess.PIPE)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out
+
+
+def test_subprocess_is_awaited_under_a_virtual_timeout_with_threshold() -> None:
+    assert virtualtime.run(_child(5), autojump_threshold=0.5) == (0, b"bye\n")
+
+
+def test_subprocess_loses_to_the_virtual_timeout_with_threshold_zero() -> None:
+    with pytest.raises(TimeoutError):
+        virtualtime.run(_child(5))

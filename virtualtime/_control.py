@@ -1,0 +1,133 @@
+"""Driving verbs from inside a running virtual loop, and priority sleeps.
+
+These are the awaitable twins of the loop methods ``step``, ``evolve``, ``run_until``,
+``fast_forward``, ``settle`` and ``peek``: the same meaning, used from a task (a test body, a
+simulation driver) while the loop runs.  Each acts on the running
+:class:`~virtualtime.VirtualEventLoop` and raises :class:`~virtualtime.VirtualTimeError` when
+the running loop is not virtual.
+
+A driver that awaits ``evolve(dt)`` is woken only when the loop is idle at ``now + dt``: every
+timer due in the window has fired at its own instant and everything it started has settled.
+This holds in autojump mode too -- time stops at the driver's target even when other timers
+lie beyond it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
+from ._time import check_delay, check_finite, to_ticks
+
+__all__ = [
+    "evolve",
+    "fast_forward",
+    "now",
+    "peek",
+    "run_until",
+    "settle",
+    "sleep",
+    "sleep_until",
+    "step",
+]
+
+
+def now() -> float:
+    """The running virtual loop's time, in seconds."""
+    return running_virtual_loop("virtualtime.now()").time()
+
+
+def peek() -> float:
+    """Time of the running virtual loop's next pending timer, or ``math.inf``."""
+    return running_virtual_loop("virtualtime.peek()").peek()
+
+
+async def _drive(loop: VirtualEventLoop, target: int) -> float:
+    # asyncio-private state is handled by the loop; this only awaits its public-to-us drive.
+    future = loop._vt_drive_inside(target)
+    try:
+        return await future
+    finally:
+        if not future.done():
+            loop._vt_cancel_drive(future)
+
+
+async def settle() -> float:
+    """Let everything that is ready (and every timer due now) run; time does not move."""
+    loop = running_virtual_loop("virtualtime.settle()")
+    return await _drive(loop, loop._vt_ticks)
+
+
+async def step() -> float | None:
+    """Settle, then fire the next timer instant and let it settle.
+
+    Returns the new time, or None (time unchanged) when nothing else is scheduled.  In
+    autojump mode other tasks' timers are what "next" means here, so use this in manual mode
+    or when you know what is pending.
+    """
+    loop = running_virtual_loop("virtualtime.step()")
+    await _drive(loop, loop._vt_ticks)
+    nxt = loop.peek()
+    if nxt == math.inf:
+        return None
+    return await _drive(loop, to_ticks(nxt))
+
+
+async def evolve(dt: float) -> float:
+    """Fire every timer due in ``[now, now + dt]`` at its own instant; return ``now + dt``."""
+    dt = check_delay("dt", dt)
+    loop = running_virtual_loop("virtualtime.evolve()")
+    return await _drive(loop, loop._vt_ticks + to_ticks(dt))
+
+
+async def run_until(t: float) -> float:
+    """:func:`evolve` up to the absolute virtual time ``t`` (not in the past)."""
+    loop = running_virtual_loop("virtualtime.run_until()")
+    return await _drive(loop, loop._vt_check_target(t))
+
+
+async def fast_forward(dt: float) -> float:
+    """Leap ``dt`` at once; timers the leap made overdue fire in order, seeing the new time."""
+    dt = check_delay("dt", dt)
+    loop = running_virtual_loop("virtualtime.fast_forward()")
+    loop._vt_leap(to_ticks(dt))
+    return await _drive(loop, loop._vt_ticks)
+
+
+def _check_priority(priority: object) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, got {priority!r}")
+    return priority
+
+
+async def sleep(delay: float, *, priority: int = 0) -> None:
+    """Sleep ``delay`` virtual seconds; at one instant smaller ``priority`` wakes first.
+
+    Use it instead of :func:`asyncio.sleep` when the order of same-instant wake-ups matters
+    (a sensor that must read before the controller acts).  Within one priority, first to
+    sleep is first to wake.  ``delay`` must be >= 0 (``math.inf`` sleeps until cancelled).
+    """
+    if delay != math.inf:
+        delay = check_delay("delay", delay)
+    priority = _check_priority(priority)
+    loop = running_virtual_loop("virtualtime.sleep()")
+    future: asyncio.Future[None] = loop.create_future()
+    handle = loop.call_later(delay, set_result_unless_cancelled, future, None, priority=priority)
+    try:
+        await future
+    finally:
+        handle.cancel()
+
+
+async def sleep_until(when: float, *, priority: int = 0) -> None:
+    """Sleep until virtual time ``when`` (at once if it is already past), with a ``priority``."""
+    when = check_finite("when", when)
+    priority = _check_priority(priority)
+    loop = running_virtual_loop("virtualtime.sleep_until()")
+    future: asyncio.Future[None] = loop.create_future()
+    handle = loop.call_at(when, set_result_unless_cancelled, future, None, priority=priority)
+    try:
+        await future
+    finally:
+        handle.cancel()

@@ -1,0 +1,929 @@
+"""The virtual-time asyncio event loop.
+
+This module is the only place in virtualtime that touches private parts of asyncio.  Each
+touch is marked ``# asyncio-private:`` with the reason; the test suite runs on every CPython
+from 3.11 to 3.15 to keep them honest.
+
+How the loop decides what happens next
+--------------------------------------
+A stock loop asks its selector to block until the next timer is due.  This loop keeps its own
+timer heap of ``(tick, priority, sequence, handle)`` tuples -- compared in C, and totally
+ordered: same instant, then smaller priority, then first-scheduled first -- and, whenever
+nothing is ready to run, chooses between three things:
+
+1. **Wait for the outside world, in real time.**  While a job runs in an executor thread
+   (``run_in_executor``, ``asyncio.to_thread``, anyio's ``to_thread.run_sync``), or the
+   default executor is shutting down, virtual time stands still and the loop blocks on its
+   selector until the thread reports back.  A thread's answer can therefore never lose a race
+   against a virtual timeout.
+
+2. **Move time.**  In *autojump* mode (the default) time jumps straight to the next timer.
+   Before jumping the loop polls its selector once (without blocking), so bytes that already
+   reached the kernel are delivered first.  With ``autojump_threshold > 0`` it instead waits
+   that many real seconds of quiet before each jump, which lets a real server in another
+   process or thread answer before a virtual timeout fires -- at the cost of that real wait
+   on every jump.  In *manual* mode time moves only when a driving verb asks
+   (:meth:`VirtualEventLoop.evolve` and friends, or ``await virtualtime.evolve()``).  In *rate*
+   mode (``rate > 0``) virtual time follows real time, ``rate`` times faster, and never runs
+   past a timer that has not fired yet.
+
+3. **Declare a deadlock.**  If nothing is ready, no timer can fire, nothing outside can wake
+   the loop (no executor job, no registered file descriptor), and the loop is running a
+   future to completion, it waits ``deadlock_timeout`` real seconds for another thread to call
+   ``call_soon_threadsafe`` and then raises :class:`~virtualtime.DeadlockError` naming every
+   blocked task and where it is suspended -- instead of hanging.
+
+Driving verbs are "drives": a target instant with somebody waiting for it.  A drive behaves like
+a timer that fires only once the loop is idle at its instant, so ``evolve(dt)`` fires every
+timer due in ``[now, now + dt]`` at its own instant, lets everything they start settle, and
+only then reports back -- from outside the loop (a method that runs the loop) or inside it (an
+awaitable) alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextvars
+import heapq
+import itertools
+import math
+import selectors
+import sys
+import threading
+import time as _time_module
+from asyncio import events as _asyncio_events
+from asyncio.log import logger as _asyncio_logger
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+
+from ._errors import DeadlockError, RunawayError, VirtualTimeError
+from ._time import (
+    RESOLUTION,
+    TICKS_PER_SECOND,
+    RateAnchor,
+    check_delay,
+    check_finite,
+    check_rate,
+    delay_ticks,
+    to_seconds,
+    to_ticks,
+)
+
+__all__ = [
+    "HistoryRecord",
+    "VirtualEventLoop",
+    "running_virtual_loop",
+    "set_result_unless_cancelled",
+]
+
+_T = TypeVar("_T")
+
+_real_monotonic: Final = _time_module.monotonic
+
+_NEVER: Final = 1 << 125
+"""Tick value of a timer that can never fire (scheduled at +inf)."""
+
+_MAX_REAL_WAIT: Final = 3600.0
+"""Longest single real-time block on the selector; longer waits are made of several."""
+
+_COMPACT_MIN: Final = 256
+"""Cancelled timers are purged from the heap once there are this many and they are half."""
+
+
+class HistoryRecord(NamedTuple):
+    """One dispatched timer, as kept by ``VirtualEventLoop(history=n)``.
+
+    ``time`` is the virtual instant it fired, ``scheduled`` the virtual instant it was
+    scheduled at, ``priority`` and ``seq`` its place in the total order, and ``what`` a short
+    description of what it woke: ``"task <name>"`` for a sleeping task, or the callback's
+    qualified name.
+    """
+
+    time: float
+    priority: int
+    seq: int
+    what: str
+    scheduled: float
+
+
+class _Selector(selectors.DefaultSelector):
+    """The platform selector, counting registrations so the loop can skip idle polls."""
+
+    registered: int = 0
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = super().register(fileobj, events, data)
+        self.registered = len(self.get_map())
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        key = super().unregister(fileobj)
+        self.registered = len(self.get_map())
+        return key
+
+
+def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
+    if not fut.cancelled():
+        fut.set_result(result)
+
+
+def _describe_callback(callback: Callable[..., Any], args: Sequence[Any]) -> str:
+    """What a timer wakes: the task waiting on a future it resolves, or the callback name."""
+    if args:
+        fut = args[0]
+        if isinstance(fut, asyncio.Future):
+            # asyncio-private: a future's done-callbacks are not public, but reading them is
+            # the only way to name the task a sleep() will wake (history only, never hot).
+            for cb, _ctx in getattr(fut, "_callbacks", None) or ():
+                owner = getattr(cb, "__self__", None)
+                if isinstance(owner, asyncio.Task):
+                    return f"task {owner.get_name()}"
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        return f"task {owner.get_name()}"
+    return getattr(callback, "__qualname__", None) or repr(callback)
+
+
+def _describe_task(task: asyncio.Task[Any]) -> tuple[str, str]:
+    """``(name, where)`` for a blocked task: its chain of awaits, outermost first."""
+    coro: Any = task.get_coro()
+    frames: list[str] = []
+    while coro is not None and len(frames) < 20:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        code = frame.f_code
+        frames.append(f"{code.co_qualname}() at {code.co_filename}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    where = " -> ".join(frames) if frames else "not started"
+    # asyncio-private: the future a task is blocked on; read only for this report.
+    waiter = getattr(task, "_fut_waiter", None)
+    if waiter is not None:
+        where += f", awaiting {type(waiter).__name__}"
+    return task.get_name(), where
+
+
+class _Drive:
+    """Somebody waiting for the loop to be idle at ``target`` ticks."""
+
+    __slots__ = ("future", "target")
+
+    def __init__(self, target: int, future: asyncio.Future[float] | None) -> None:
+        self.target = target
+        self.future = future  # None: an outside verb, which stops the loop instead
+
+
+class VirtualEventLoop(asyncio.SelectorEventLoop):
+    """An asyncio event loop whose clock is virtual: exact, instant and repeatable.
+
+    Everything that asks the loop for the time -- ``asyncio.sleep``, ``wait_for``,
+    ``asyncio.timeout``, ``call_later``, anyio's ``sleep`` and ``fail_after`` -- runs on virtual
+    time, which only moves when the loop decides to move it.  Real sockets, pipes, subprocesses
+    and threads keep working in real time.  Build one with :func:`virtualtime.new_event_loop`
+    (a loop factory for ``asyncio.Runner``, ``asyncio.run`` and anyio) or run a coroutine with
+    :func:`virtualtime.run`.
+
+    Options (keyword-only, validated; a bad value raises ``ValueError``/``TypeError`` naming
+    the option before any resource is created):
+
+    ``start`` (0.0)
+        Virtual time when the loop is created, in seconds; finite and >= 0.
+    ``autojump`` (True)
+        Jump to the next timer as soon as the loop is idle.  Turn it off (*manual* mode) to
+        hold time still and move it yourself with :meth:`step`, :meth:`evolve`,
+        :meth:`run_until` and :meth:`fast_forward` -- from outside the loop, or with
+        ``await virtualtime.evolve(...)`` and friends from a task inside it.  Settable.
+    ``autojump_threshold`` (0.0)
+        Real seconds the loop must be quiet before each jump.  0 jumps at once (after one
+        non-blocking poll, so bytes already received are never lost to a jump) and is right
+        for code whose I/O is all local and immediate.  Raise it (0.1--0.5) when a real peer
+        in another thread or process needs real time to answer before a virtual timeout may
+        fire: every jump then costs that much real time.
+    ``rate`` (0.0)
+        0 is pure virtual time.  ``r > 0`` makes virtual time run at ``r`` times real time
+        (``rate=1`` is real time, ``rate=100`` a hundred times faster), never overtaking a timer
+        that has not fired: use it to watch a simulation or to co-simulate with real
+        hardware.  While ``rate > 0`` the loop does not jump.  Settable at run time without a
+        jump of the clock.
+    ``history`` (None)
+        Keep the latest ``n`` dispatched timers as :class:`HistoryRecord` in :attr:`history`
+        (for traces, plots and determinism checks).  None costs nothing.
+    ``deadlock_timeout`` (0.25)
+        Real seconds to wait, when nothing at all can happen, for another thread to wake the
+        loop before raising :class:`~virtualtime.DeadlockError`.
+    ``max_callbacks_per_instant`` (1,000,000)
+        Raise :class:`~virtualtime.RunawayError` when this many callbacks run at one virtual
+        instant without time moving or real I/O arriving: something is rescheduling itself
+        with zero delay, and time would otherwise never advance.
+
+    Ordering guarantee: timers due at the same virtual instant run in order of priority
+    (smaller first; ``call_later(..., priority=p)``, :func:`virtualtime.sleep`), then first
+    scheduled first.  Time never goes backwards.
+    """
+
+    # asyncio-private: BaseEventLoop.__del__ reads _closed.  A loop whose options were rejected
+    # never opened anything, so until BaseEventLoop.__init__ sets it, it counts as closed.
+    _closed = True
+
+    if TYPE_CHECKING:
+        # asyncio-private attributes and methods this module uses, which typeshed omits.
+        _ready: collections.deque[asyncio.Handle]
+        _stopping: bool
+        _debug: bool
+        _default_executor: concurrent.futures.ThreadPoolExecutor | None
+        _current_handle: asyncio.Handle | None
+
+        def _check_closed(self) -> None: ...
+        def _check_thread(self) -> None: ...
+        def _check_callback(self, callback: Callable[..., Any], method: str) -> None: ...
+        def _check_default_executor(self) -> None: ...
+        def _process_events(self, event_list: list[Any]) -> None: ...
+
+    def __init__(
+        self,
+        *,
+        start: float = 0.0,
+        autojump: bool = True,
+        autojump_threshold: float = 0.0,
+        rate: float = 0.0,
+        history: int | None = None,
+        deadlock_timeout: float = 0.25,
+        max_callbacks_per_instant: int = 1_000_000,
+    ) -> None:
+        # Validate everything before creating any resource (the selector and self-pipe).
+        start = check_delay("start", start)
+        if not isinstance(autojump, bool):
+            raise TypeError(f"autojump must be True or False, got {autojump!r}")
+        autojump_threshold = check_delay("autojump_threshold", autojump_threshold)
+        rate = check_rate("rate", rate)
+        history = _check_history(history)
+        deadlock_timeout = check_delay("deadlock_timeout", deadlock_timeout)
+        if isinstance(max_callbacks_per_instant, bool) or not isinstance(
+            max_callbacks_per_instant, int
+        ):
+            raise TypeError(
+                f"max_callbacks_per_instant must be an int, got {max_callbacks_per_instant!r}"
+            )
+        if max_callbacks_per_instant < 1:
+            raise ValueError(
+                f"max_callbacks_per_instant must be >= 1, got {max_callbacks_per_instant!r}"
+            )
+
+        self._vt_ticks = to_ticks(start)
+        self._vt_now = to_seconds(self._vt_ticks)
+        self._vt_start = self._vt_now
+        self._vt_heap: list[tuple[int, int, int, asyncio.TimerHandle]] = []
+        self._vt_seq = itertools.count()
+        self._vt_cancelled = 0
+        self._vt_autojump = autojump
+        self._vt_threshold = autojump_threshold
+        self._vt_deadlock_timeout = deadlock_timeout
+        self._vt_max_instant = max_callbacks_per_instant
+        self._vt_instant_count = 0
+        self._vt_drives: list[tuple[int, int, _Drive]] = []
+        self._vt_jobs: set[concurrent.futures.Future[Any]] = set()
+        self._vt_holds = 0
+        self._vt_target: asyncio.Future[Any] | None = None
+        self._vt_fired = 0
+        self._vt_history: collections.deque[HistoryRecord] | None = (
+            collections.deque(maxlen=history) if history else None
+        )
+        self._vt_scheduled_at: dict[int, int] = {}
+        self._vt_paced = rate > 0
+        self._vt_anchor = RateAnchor(self._vt_now, rate)
+        self._vt_selector = _Selector()
+        super().__init__(selector=self._vt_selector)
+        # asyncio-private: _clock_resolution is what the stock _run_once adds to time() to
+        # find due timers.  Ours compares integer ticks instead; keep the attribute truthful.
+        self._clock_resolution = RESOLUTION
+
+    # ------------------------------------------------------------------ clock
+
+    def time(self) -> float:
+        """The virtual time now, in seconds (a float of a whole number of nanoseconds)."""
+        if self._vt_paced:
+            self._vt_follow_rate()
+        return self._vt_now
+
+    @property
+    def autojump(self) -> bool:
+        """Whether time jumps to the next timer as soon as the loop is idle."""
+        return self._vt_autojump
+
+    @autojump.setter
+    def autojump(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"autojump must be True or False, got {value!r}")
+        self._vt_autojump = value
+
+    @property
+    def rate(self) -> float:
+        """Virtual seconds per real second; 0 means pure virtual time.
+
+        Setting it takes effect at once and re-anchors, so the clock neither jumps forwards nor
+        backwards at the change.
+        """
+        return self._vt_anchor.rate if self._vt_paced else 0.0
+
+    @rate.setter
+    def rate(self, value: float) -> None:
+        value = check_rate("rate", value)
+        if self._vt_paced:
+            self._vt_follow_rate()
+        self._vt_anchor.rebase(self._vt_now)
+        self._vt_anchor.set_rate(value)
+        self._vt_paced = value > 0
+
+    @property
+    def autojump_threshold(self) -> float:
+        """Real seconds of quiet the loop waits before each jump (see the class docstring)."""
+        return self._vt_threshold
+
+    @autojump_threshold.setter
+    def autojump_threshold(self, value: float) -> None:
+        self._vt_threshold = check_delay("autojump_threshold", value)
+
+    @property
+    def history(self) -> Sequence[HistoryRecord]:
+        """The latest dispatched timers, oldest first (empty when history is off).
+
+        A read-only snapshot: it does not change when the loop goes on running.
+        """
+        if self._vt_history is None:
+            return ()
+        return tuple(self._vt_history)
+
+    @property
+    def timers_fired(self) -> int:
+        """How many timers this loop has dispatched so far."""
+        return self._vt_fired
+
+    @property
+    def start_time(self) -> float:
+        """The virtual time the loop was created at."""
+        return self._vt_start
+
+    def _vt_follow_rate(self) -> None:
+        # Rate mode: virtual time follows the real clock, but never passes a timer that has
+        # not fired yet (nor a drive target), so a late real wake-up cannot make time skip
+        # over an instant somebody is waiting for.
+        ticks = to_ticks(self._vt_anchor.virtual())
+        limit = self._vt_heap[0][0] if self._vt_heap else _NEVER
+        if self._vt_drives and self._vt_drives[0][0] < limit:
+            limit = self._vt_drives[0][0]
+        if ticks > limit:
+            ticks = limit
+        if ticks > self._vt_ticks:
+            self._vt_set_ticks(ticks)
+
+    def _vt_set_ticks(self, ticks: int) -> None:
+        self._vt_ticks = ticks
+        self._vt_now = ticks / TICKS_PER_SECOND
+        self._vt_instant_count = 0
+
+    # -------------------------------------------------------------- scheduling
+
+    def call_later(  # type: ignore[override]
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+        priority: int = 0,
+    ) -> asyncio.TimerHandle:
+        """Like :meth:`asyncio.loop.call_later`, exact in virtual time, with a ``priority``.
+
+        The delay is added to the current instant in integer nanoseconds, so repeated delays
+        never drift; any positive delay advances at least one nanosecond.  Among timers due at
+        the same instant, smaller ``priority`` runs first, then first scheduled first.
+        """
+        if delay is None:
+            raise TypeError("delay must not be None")
+        if self._vt_paced:
+            self._vt_follow_rate()
+        if delay != delay:
+            raise ValueError(f"delay must not be NaN, got {delay!r}")
+        ticks = _NEVER if delay == math.inf else self._vt_ticks + delay_ticks(delay)
+        return self._vt_schedule(ticks, priority, callback, args, context)
+
+    def call_at(  # type: ignore[override]
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+        priority: int = 0,
+    ) -> asyncio.TimerHandle:
+        """Like :meth:`asyncio.loop.call_at`, with a ``priority``; a past ``when`` is due now."""
+        if when is None:
+            raise TypeError("when cannot be None")
+        if when != when:
+            raise ValueError(f"when must not be NaN, got {when!r}")
+        if when == math.inf:
+            ticks = _NEVER
+        elif when == -math.inf:
+            ticks = self._vt_ticks
+        else:
+            if self._vt_paced:
+                self._vt_follow_rate()
+            ticks = to_ticks(when)
+            if ticks < self._vt_ticks:
+                ticks = self._vt_ticks
+        return self._vt_schedule(ticks, priority, callback, args, context)
+
+    def _vt_schedule(
+        self,
+        ticks: int,
+        priority: int,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+    ) -> asyncio.TimerHandle:
+        if priority and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise TypeError(f"priority must be an int, got {priority!r}")
+        self._check_closed()  # asyncio-private: the stock "Event loop is closed" check.
+        if self._debug:  # asyncio-private: debug-mode argument checks, as stock call_at does.
+            self._check_thread()
+            self._check_callback(callback, "call_at")
+        when = math.inf if ticks == _NEVER else ticks / TICKS_PER_SECOND
+        handle = asyncio.TimerHandle(when, callback, args, self, context)
+        # asyncio-private: TimerHandle.cancel() reports to _timer_handle_cancelled only while
+        # _scheduled is true; that is how we count cancelled entries left in our heap.
+        handle._scheduled = True  # type: ignore[attr-defined]
+        seq = next(self._vt_seq)
+        heapq.heappush(self._vt_heap, (ticks, priority, seq, handle))
+        if self._vt_history is not None:
+            self._vt_scheduled_at[seq] = self._vt_ticks
+        return handle
+
+    def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
+        # asyncio-private: TimerHandle.cancel() calls this hook; stock loops count cancelled
+        # timers here to know when to compact their heap, and so do we.
+        if handle._scheduled:  # type: ignore[attr-defined]
+            self._vt_cancelled += 1
+
+    def _vt_purge_cancelled(self) -> None:
+        heap = self._vt_heap
+        if self._vt_cancelled > _COMPACT_MIN and self._vt_cancelled * 2 > len(heap):
+            live = []
+            for entry in heap:
+                if entry[3]._cancelled:
+                    entry[3]._scheduled = False  # type: ignore[attr-defined]
+                    self._vt_scheduled_at.pop(entry[2], None)
+                else:
+                    live.append(entry)
+            heapq.heapify(live)
+            self._vt_heap = live
+            self._vt_cancelled = 0
+            return
+        # asyncio-private: Handle._cancelled is read directly, as the stock loop does, because
+        # this runs on every iteration and cancelled() is a Python-level call.
+        while heap and heap[0][3]._cancelled:
+            entry = heapq.heappop(heap)
+            entry[3]._scheduled = False  # type: ignore[attr-defined]
+            self._vt_cancelled -= 1
+            self._vt_scheduled_at.pop(entry[2], None)
+
+    # ------------------------------------------------------ external activity
+
+    def run_in_executor(  # type: ignore[override]
+        self,
+        executor: concurrent.futures.Executor | None,
+        func: Callable[..., _T],
+        *args: Any,
+    ) -> asyncio.Future[_T]:
+        """Like :meth:`asyncio.loop.run_in_executor`; virtual time stands still meanwhile.
+
+        The loop never jumps while a job submitted here is in flight: it waits in real time
+        for the thread, so a virtual timeout cannot overtake real work.
+        """
+        self._check_closed()  # asyncio-private: the stock closed-loop check.
+        if self._debug:
+            self._check_callback(func, "run_in_executor")  # asyncio-private: as stock.
+        if executor is None:
+            # asyncio-private: the default executor and its shutdown flag are loop state with
+            # no public accessor; this mirrors the stock method so the job can be tracked.
+            self._check_default_executor()
+            executor = self._default_executor
+            if executor is None:
+                executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+                self._default_executor = executor
+        job = executor.submit(func, *args)
+        jobs = self._vt_jobs
+        jobs.add(job)
+        # Runs in the worker thread (or here, if already done or cancelled): set.discard is
+        # atomic, and the wrapped future wakes the loop through call_soon_threadsafe anyway.
+        job.add_done_callback(jobs.discard)
+        return asyncio.wrap_future(job, loop=self)
+
+    async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+        """Like the stock method; time stands still while the executor's threads join.
+
+        Without this, the join timeout (300 s on 3.12+) would be a virtual timer that fires at
+        once and warns that the threads did not finish.
+        """
+        self._vt_holds += 1
+        try:
+            if sys.version_info >= (3, 12):
+                await super().shutdown_default_executor(timeout)
+            else:  # pragma: no cover - 3.11 has no timeout parameter
+                await super().shutdown_default_executor()
+        finally:
+            self._vt_holds -= 1
+
+    def _vt_threads_busy(self) -> bool:
+        """Is a worker thread doing a job whose answer this loop will wait for?"""
+        if self._vt_jobs or self._vt_holds:
+            return True
+        if threading.active_count() == 1:
+            return False
+        # anyio runs to_thread.run_sync jobs on its own worker threads (not an executor).  A
+        # worker belongs to a loop (``.loop``) and is busy while it is not in its pool's idle
+        # deque.  These are anyio implementation details, so they are duck-typed and checked
+        # by the test suite on every anyio version CI installs.
+        for thread in threading.enumerate():
+            idle = getattr(thread, "idle_workers", None)
+            if (
+                idle is not None
+                and getattr(thread, "loop", None) is self
+                and not getattr(thread, "stopping", False)
+                and thread.is_alive()
+                and thread not in idle
+            ):
+                return True
+        return False
+
+    def _vt_watching_io(self) -> bool:
+        # One registration is the loop's own self-pipe.  asyncio-private: _signal_handlers
+        # (add_signal_handler) deliver through the self-pipe, which only a poll drains.
+        return self._vt_selector.registered > 1 or bool(getattr(self, "_signal_handlers", None))
+
+    def _vt_poll(self, timeout: float | None) -> bool:
+        """Block on the selector for up to ``timeout`` real seconds; True if events came."""
+        if timeout is not None and timeout > _MAX_REAL_WAIT:
+            timeout = _MAX_REAL_WAIT
+        event_list = self._vt_selector.select(timeout)
+        if event_list:
+            # asyncio-private: _process_events turns selector events into ready callbacks;
+            # it is the stock loop's own dispatch step, called exactly as _run_once does.
+            self._process_events(event_list)
+            self._vt_instant_count = 0
+            return True
+        return False
+
+    # ------------------------------------------------------------- main cycle
+
+    def _run_once(self) -> None:
+        # asyncio-private: _run_once is the one iteration of the stock loop (run_forever calls
+        # it).  Replacing it is the whole point of this class: a stock loop keeps timers in a
+        # heap of TimerHandles ordered by float time only (equal times in no particular
+        # order) and blocks on the selector until the earliest is due; this one keeps a
+        # totally ordered heap, jumps time instead of blocking, and detects deadlocks.
+        self._vt_purge_cancelled()
+        ready = self._ready  # asyncio-private: the stock loop's deque of ready handles.
+        if ready or self._stopping:  # asyncio-private: set by stop().
+            if self._vt_selector.registered > 1 and self._vt_poll(0):
+                pass
+            elif self._vt_paced:
+                self._vt_follow_rate()
+        else:
+            self._vt_idle()
+
+        heap = self._vt_heap
+        now = self._vt_ticks
+        if heap and heap[0][0] <= now:
+            history = self._vt_history
+            while heap and heap[0][0] <= now:
+                entry = heapq.heappop(heap)
+                handle = entry[3]
+                handle._scheduled = False  # type: ignore[attr-defined]
+                if handle._cancelled:
+                    self._vt_cancelled -= 1
+                    continue
+                ready.append(handle)
+                self._vt_fired += 1
+                if history is not None:
+                    self._vt_record(entry)
+
+        ntodo = len(ready)
+        count = self._vt_instant_count + ntodo
+        self._vt_instant_count = count
+        if count > self._vt_max_instant:
+            self._vt_runaway()
+        if self._debug:
+            self._vt_run_ready_debug(ntodo)
+            return
+        popleft = ready.popleft
+        for _ in range(ntodo):
+            todo = popleft()
+            if todo._cancelled:
+                continue
+            todo._run()
+
+    def _vt_run_ready_debug(self, ntodo: int) -> None:
+        # Debug mode, as the stock loop: record the current handle and log slow callbacks,
+        # measured in *real* time (virtual time does not move during a callback).
+        ready = self._ready
+        for _ in range(ntodo):
+            handle = ready.popleft()
+            if handle._cancelled:
+                continue
+            try:
+                self._current_handle = handle  # asyncio-private: shown in debug reports.
+                t0 = _real_monotonic()
+                handle._run()
+                dt = _real_monotonic() - t0
+                if dt >= self.slow_callback_duration:
+                    _asyncio_logger.warning("Executing %s took %.3f seconds", handle, dt)
+            finally:
+                self._current_handle = None
+
+    def _vt_record(self, entry: tuple[int, int, int, asyncio.TimerHandle]) -> None:
+        ticks, priority, seq, handle = entry
+        assert self._vt_history is not None
+        scheduled = self._vt_scheduled_at.pop(seq, ticks)
+        what = _describe_callback(
+            handle._callback,  # type: ignore[attr-defined]
+            handle._args,
+        )
+        self._vt_history.append(
+            HistoryRecord(self._vt_now, priority, seq, what, to_seconds(scheduled))
+        )
+
+    def _vt_idle(self) -> None:
+        """Nothing is ready: wait for the outside world, move time, or report a deadlock.
+
+        Returns once something may be ready (or a timer is due at the current instant).
+        """
+        heap = self._vt_heap
+        drives = self._vt_drives
+        while True:
+            now = self._vt_ticks
+            head = heap[0][0] if heap else _NEVER
+            if head <= now:
+                return
+            drive = drives[0][0] if drives else _NEVER
+            if drive <= now:
+                self._vt_finish_drives()
+                return
+
+            if self._vt_threads_busy():
+                # Real work is under way in a thread: time stands still until it reports.
+                if self._vt_poll(_MAX_REAL_WAIT):
+                    return
+                continue
+
+            if drives:
+                target = min(head, drive)
+            elif self._vt_paced:
+                self._vt_follow_rate()
+                if self._vt_ticks >= head:
+                    return
+                if head == _NEVER:
+                    target = _NEVER
+                else:
+                    if self._vt_poll(self._vt_anchor.real_until(to_seconds(head))):
+                        return
+                    continue
+            elif self._vt_autojump:
+                target = head
+            else:
+                target = _NEVER
+
+            if target == _NEVER:
+                self._vt_wait_or_deadlock()
+                return
+
+            if self._vt_threshold > 0:
+                if self._vt_poll(self._vt_threshold):
+                    return
+            elif self._vt_watching_io() and self._vt_poll(0):
+                return
+            self._vt_set_ticks(target)
+            if self._vt_paced:
+                self._vt_anchor.rebase(self._vt_now)
+            # Loop again: a due timer returns at once, a reached drive finishes.
+
+    def _vt_finish_drives(self) -> None:
+        drives = self._vt_drives
+        now = self._vt_ticks
+        while drives and drives[0][0] <= now:
+            drive = heapq.heappop(drives)[2]
+            if drive.future is None:
+                self.stop()
+            elif not drive.future.done():
+                drive.future.set_result(self._vt_now)
+
+    def _vt_wait_or_deadlock(self) -> None:
+        """No timer may fire: wait for real I/O, or report a deadlock."""
+        if self._vt_watching_io() or self._vt_target is None:
+            # Something outside may still wake us (a socket, a signal), or the loop is
+            # running forever on purpose (waiting for stop()): wait, using no CPU.
+            self._vt_poll(_MAX_REAL_WAIT)
+            return
+        if self._vt_poll(self._vt_deadlock_timeout):
+            return
+        if self._ready or self._vt_threads_busy():
+            return
+        raise self._vt_deadlock_error()
+
+    def _vt_deadlock_error(self) -> DeadlockError:
+        blocked = tuple(_describe_task(task) for task in asyncio.all_tasks(self) if not task.done())
+        live = [entry for entry in self._vt_heap if not entry[3]._cancelled]
+        finite = [entry for entry in live if entry[0] < _NEVER]
+        if finite and not self._vt_autojump:
+            reason = (
+                f"time is manual (autojump=False) and nothing advances it: {len(finite)} "
+                f"timer(s) pending, the next at t={to_seconds(min(finite)[0])!r}; drive time "
+                "with loop.step()/loop.evolve(dt) from outside, or await "
+                "virtualtime.evolve(dt) from a task"
+            )
+        else:
+            reason = (
+                "no callback is ready, no timer is pending"
+                + (" (only timers at infinity)" if live else "")
+                + " and nothing outside the loop can wake it"
+            )
+        lines = [f"deadlock at virtual time t={self._vt_now!r}: {reason}."]
+        if blocked:
+            lines.append("Blocked tasks:")
+            lines.extend(f"  - {name}: {where}" for name, where in blocked)
+        return DeadlockError("\n".join(lines), blocked)
+
+    def _vt_runaway(self) -> None:
+        count = self._vt_instant_count
+        self._vt_instant_count = 0
+        error = RunawayError(
+            f"{count} callbacks ran at virtual time t={self._vt_now!r} without time moving "
+            f"(max_callbacks_per_instant={self._vt_max_instant}): something reschedules "
+            "itself with zero delay (call_soon/call_later(0)/sleep(0) in a loop); give it a "
+            "positive delay, or raise max_callbacks_per_instant"
+        )
+        waiting = [d.future for _, _, d in self._vt_drives if d.future is not None]
+        if waiting:
+            # Drivers inside the loop receive the error; the loop itself goes on.
+            for future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+            self._vt_drives[:] = [e for e in self._vt_drives if e[2].future is None]
+            heapq.heapify(self._vt_drives)
+            return
+        raise error
+
+    # ------------------------------------------------------------ running
+
+    def run_until_complete(self, future: Any) -> Any:
+        """Like the stock method; raises :class:`DeadlockError` instead of hanging."""
+        outer = self._vt_target
+        self._vt_target = asyncio.ensure_future(future, loop=self)
+        try:
+            return super().run_until_complete(self._vt_target)
+        finally:
+            self._vt_target = outer
+
+    def close(self) -> None:
+        """Close the loop; pending timers are dropped."""
+        super().close()
+        self._vt_heap.clear()
+        self._vt_drives.clear()
+        self._vt_scheduled_at.clear()
+
+    def __repr__(self) -> str:
+        mode = "rate" if self._vt_paced else ("autojump" if self._vt_autojump else "manual")
+        return (
+            f"<{type(self).__name__} time={self._vt_now!r} mode={mode} "
+            f"running={self.is_running()} closed={self.is_closed()} debug={self.get_debug()}>"
+        )
+
+    # --------------------------------------------------------- driving verbs
+
+    def peek(self) -> float:
+        """Virtual time of the next pending timer, or ``math.inf`` if there is none."""
+        self._vt_purge_cancelled()
+        if not self._vt_heap or self._vt_heap[0][0] >= _NEVER:
+            return math.inf
+        return max(to_seconds(self._vt_heap[0][0]), self._vt_now)
+
+    def settle(self) -> float:
+        """Run everything that is ready (and timers due now) without moving time."""
+        self._vt_outside("settle", "await virtualtime.settle()")
+        self._vt_drive_outside(self._vt_ticks)
+        return self.time()
+
+    def step(self) -> float | None:
+        """Settle, then fire the next timer instant and settle again.
+
+        Returns the new virtual time, or None (time unchanged) when nothing is scheduled.
+        """
+        self._vt_outside("step", "await virtualtime.step()")
+        self._vt_drive_outside(self._vt_ticks)
+        nxt = self.peek()
+        if nxt == math.inf:
+            return None
+        self._vt_drive_outside(to_ticks(nxt))
+        return self.time()
+
+    def evolve(self, dt: float) -> float:
+        """Fire every timer due in ``[now, now + dt]`` at its own instant, then set now + dt.
+
+        Timers created meanwhile are included when they fall in the window; everything each
+        instant makes ready settles before time moves on.  Returns the new time.
+        """
+        dt = check_delay("dt", dt)
+        self._vt_outside("evolve", "await virtualtime.evolve(dt)")
+        self._vt_drive_outside(self._vt_ticks + to_ticks(dt))
+        return self.time()
+
+    def run_until(self, t: float) -> float:
+        """``evolve`` up to absolute virtual time ``t`` (which must not be in the past)."""
+        target = self._vt_check_target(t)
+        self._vt_outside("run_until", "await virtualtime.run_until(t)")
+        self._vt_drive_outside(target)
+        return self.time()
+
+    def fast_forward(self, dt: float) -> float:
+        """Leap ``dt`` seconds at once; timers the leap made overdue then fire, in order.
+
+        Unlike :meth:`evolve`, overdue callbacks see the new time, as after a laptop wakes.
+        """
+        dt = check_delay("dt", dt)
+        self._vt_outside("fast_forward", "await virtualtime.fast_forward(dt)")
+        self._vt_leap(to_ticks(dt))
+        self._vt_drive_outside(self._vt_ticks)
+        return self.time()
+
+    def _vt_check_target(self, t: float) -> int:
+        t = check_finite("t", t)
+        target = to_ticks(t)
+        if target < self._vt_ticks:
+            raise ValueError(
+                f"t must not be in the past: t={t!r} < now={self._vt_now!r} "
+                "(virtual time never goes backwards)"
+            )
+        return target
+
+    def _vt_leap(self, ticks: int) -> None:
+        if self._vt_paced:
+            self._vt_follow_rate()
+        self._vt_set_ticks(self._vt_ticks + ticks)
+        self._vt_anchor.rebase(self._vt_now)
+
+    def _vt_outside(self, verb: str, inside: str) -> None:
+        if self.is_running() or _asyncio_events._get_running_loop() is not None:
+            raise VirtualTimeError(
+                f"loop.{verb}() drives a loop that is not running; this one is running "
+                f"(or another loop is). From a coroutine use `{inside}`; from another thread "
+                f"use asyncio.run_coroutine_threadsafe({inside.removeprefix('await ')}, loop)"
+            )
+        self._check_closed()  # asyncio-private: the stock "Event loop is closed" check.
+
+    def _vt_drive_outside(self, target: int) -> None:
+        drive = _Drive(target, None)
+        heapq.heappush(self._vt_drives, (target, next(self._vt_seq), drive))
+        self._vt_instant_count = 0
+        try:
+            self.run_forever()
+        finally:
+            self._vt_drives[:] = [e for e in self._vt_drives if e[2] is not drive]
+            heapq.heapify(self._vt_drives)
+
+    def _vt_drive_inside(self, target: int) -> asyncio.Future[float]:
+        future: asyncio.Future[float] = self.create_future()
+        heapq.heappush(self._vt_drives, (target, next(self._vt_seq), _Drive(target, future)))
+        self._vt_instant_count = 0
+        return future
+
+    def _vt_cancel_drive(self, future: asyncio.Future[float]) -> None:
+        self._vt_drives[:] = [e for e in self._vt_drives if e[2].future is not future]
+        heapq.heapify(self._vt_drives)
+
+
+def _check_history(history: object) -> int | None:
+    if history is None:
+        return None
+    if isinstance(history, bool) or not isinstance(history, int):
+        raise TypeError(
+            f"history must be None or an int (how many records to keep), got {history!r}"
+        )
+    if history < 0:
+        raise ValueError(f"history must be >= 0 (0 or None keeps none), got {history!r}")
+    return history or None
+
+
+def running_virtual_loop(what: str) -> VirtualEventLoop:
+    """The running :class:`VirtualEventLoop`, or a :class:`VirtualTimeError` saying why not."""
+    loop = _asyncio_events._get_running_loop()
+    if loop is None:
+        raise VirtualTimeError(
+            f"{what} needs a running virtual event loop, and no event loop is running; "
+            "run your code with virtualtime.run(...) or a virtualtime.new_event_loop factory"
+        )
+    if not isinstance(loop, VirtualEventLoop):
+        raise VirtualTimeError(
+            f"{what} needs a running virtual event loop, but the running loop is "
+            f"{type(loop).__name__}; create it with virtualtime.new_event_loop "
+            "(asyncio.Runner(loop_factory=virtualtime.new_event_loop))"
+        )
+    return loop

@@ -1,0 +1,42 @@
+"""Creating and running virtual loops: the loop factory and ``run``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ._loop import VirtualEventLoop
+
+__all__ = ["new_event_loop", "run"]
+
+_T = TypeVar("_T")
+
+
+def new_event_loop(**options: Any) -> VirtualEventLoop:
+    """A new :class:`~virtualtime.VirtualEventLoop`: pass it wherever a loop factory goes.
+
+    ``asyncio.Runner(loop_factory=virtualtime.new_event_loop)``,
+    ``asyncio.run(main(), loop_factory=virtualtime.new_event_loop)`` (3.12+), or anyio's
+    ``backend_options={"loop_factory": virtualtime.new_event_loop}``.  Options are keyword-only
+    and validated; bind them with :func:`functools.partial` when a factory takes no arguments.
+    """
+    return VirtualEventLoop(**options)
+
+
+def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None, **options: Any) -> _T:
+    """Run coroutine ``main`` on a new virtual loop and return its result, like ``asyncio.run``.
+
+    The loop is closed afterwards, with async generators and the default executor shut down.
+    ``options`` are those of :class:`~virtualtime.VirtualEventLoop` (``start``, ``autojump``,
+    ``rate``, ``history``, ...); they are validated before ``main`` is touched, and on a bad
+    option ``main`` is closed so no "never awaited" warning follows the error.
+    """
+    try:
+        loop = VirtualEventLoop(**options)
+    except BaseException:
+        if asyncio.iscoroutine(main):
+            main.close()
+        raise
+    with asyncio.Runner(debug=debug, loop_factory=lambda: loop) as runner:
+        return runner.run(main)

@@ -1,0 +1,3 @@
+"""pytest plugin for virtualtime (inert unless asked)."""
+
+from __future__ import annotations
