@@ -67,7 +67,10 @@ async def step() -> float | None:
     or when you know what is pending.
     """
     loop = running_virtual_loop("virtualtime.step()")
+    fired = loop.timers_fired
     await _drive(loop, loop._vt_ticks)
+    if loop.timers_fired > fired:  # timers were due at the current instant: that was it
+        return loop.time()
     nxt = loop.peek()
     if nxt == math.inf:
         return None

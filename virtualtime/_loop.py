@@ -24,8 +24,9 @@ nothing is ready to run, chooses between three things:
    process or thread answer before a virtual timeout fires -- at the cost of that real wait
    on every jump.  In *manual* mode time moves only when a driving verb asks
    (:meth:`VirtualEventLoop.evolve` and friends, or ``await virtualtime.evolve()``).  In *rate*
-   mode (``rate > 0``) virtual time follows real time, ``rate`` times faster, and never runs
-   past a timer that has not fired yet.
+   mode (``rate > 0``) the loop waits in real time until each timer is due at ``rate`` times
+   real speed, then sets the clock to exactly that timer's instant: paced, but just as exact
+   and repeatable as autojump.
 
 3. **Declare a deadlock.**  If nothing is ready, no timer can fire, nothing outside can wake
    the loop (no executor job, no registered file descriptor), and the loop is running a
@@ -46,6 +47,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextvars
+import datetime
 import heapq
 import itertools
 import math
@@ -202,17 +204,25 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         in another thread or process needs real time to answer before a virtual timeout may
         fire: every jump then costs that much real time.
     ``rate`` (0.0)
-        0 is pure virtual time.  ``r > 0`` makes virtual time run at ``r`` times real time
-        (``rate=1`` is real time, ``rate=100`` a hundred times faster), never overtaking a timer
-        that has not fired: use it to watch a simulation or to co-simulate with real
-        hardware.  While ``rate > 0`` the loop does not jump.  Settable at run time without a
-        jump of the clock.
+        0 is pure virtual time.  ``r > 0`` paces the loop at ``r`` times real time
+        (``rate=1`` is real time, ``rate=100`` a hundred times faster): before each timer
+        instant it waits the real time that is due, then fires it at exactly its virtual
+        instant.  Use it to watch a simulation unfold or to co-simulate with real hardware.
+        Driving verbs still move time at once.  Settable at run time; the pacing re-anchors
+        at the current instant, so the clock never jumps at the change.
     ``history`` (None)
         Keep the latest ``n`` dispatched timers as :class:`HistoryRecord` in :attr:`history`
         (for traces, plots and determinism checks).  None costs nothing.
     ``deadlock_timeout`` (0.25)
         Real seconds to wait, when nothing at all can happen, for another thread to wake the
         loop before raising :class:`~virtualtime.DeadlockError`.
+    ``patch_time`` (False) and ``wall_start`` (None)
+        With ``patch_time=True``, while this loop runs, ``time.monotonic()``,
+        ``time.perf_counter()``, ``time.time()``, ``datetime.datetime.now()`` and friends follow
+        virtual time in the loop's thread (other threads keep real clocks).  ``wall_start`` is
+        the wall-clock epoch of virtual time ``start`` (a POSIX timestamp or an aware
+        datetime; default: the real time when the loop is created).  See
+        :func:`virtualtime.wall_time`.
     ``max_callbacks_per_instant`` (1,000,000)
         Raise :class:`~virtualtime.RunawayError` when this many callbacks run at one virtual
         instant without time moving or real I/O arriving: something is rescheduling itself
@@ -251,6 +261,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         history: int | None = None,
         deadlock_timeout: float = 0.25,
         max_callbacks_per_instant: int = 1_000_000,
+        patch_time: bool = False,
+        wall_start: float | datetime.datetime | None = None,
     ) -> None:
         # Validate everything before creating any resource (the selector and self-pipe).
         start = check_delay("start", start)
@@ -270,6 +282,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise ValueError(
                 f"max_callbacks_per_instant must be >= 1, got {max_callbacks_per_instant!r}"
             )
+        if not isinstance(patch_time, bool):
+            raise TypeError(f"patch_time must be True or False, got {patch_time!r}")
+        from ._patch import TimePatch
+
+        wall = TimePatch.check_wall_start(wall_start)
 
         self._vt_ticks = to_ticks(start)
         self._vt_now = to_seconds(self._vt_ticks)
@@ -293,6 +310,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_scheduled_at: dict[int, int] = {}
         self._vt_paced = rate > 0
         self._vt_anchor = RateAnchor(self._vt_now, rate)
+        self._vt_patch = TimePatch(self, wall) if patch_time else None
+        self._vt_wall = wall
         self._vt_selector = _Selector()
         super().__init__(selector=self._vt_selector)
         # asyncio-private: _clock_resolution is what the stock _run_once adds to time() to
@@ -303,8 +322,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         """The virtual time now, in seconds (a float of a whole number of nanoseconds)."""
-        if self._vt_paced:
-            self._vt_follow_rate()
         return self._vt_now
 
     @property
@@ -330,8 +347,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     @rate.setter
     def rate(self, value: float) -> None:
         value = check_rate("rate", value)
-        if self._vt_paced:
-            self._vt_follow_rate()
         self._vt_anchor.rebase(self._vt_now)
         self._vt_anchor.set_rate(value)
         self._vt_paced = value > 0
@@ -365,19 +380,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """The virtual time the loop was created at."""
         return self._vt_start
 
-    def _vt_follow_rate(self) -> None:
-        # Rate mode: virtual time follows the real clock, but never passes a timer that has
-        # not fired yet (nor a drive target), so a late real wake-up cannot make time skip
-        # over an instant somebody is waiting for.
-        ticks = to_ticks(self._vt_anchor.virtual())
-        limit = self._vt_heap[0][0] if self._vt_heap else _NEVER
-        if self._vt_drives and self._vt_drives[0][0] < limit:
-            limit = self._vt_drives[0][0]
-        if ticks > limit:
-            ticks = limit
-        if ticks > self._vt_ticks:
-            self._vt_set_ticks(ticks)
-
     def _vt_set_ticks(self, ticks: int) -> None:
         self._vt_ticks = ticks
         self._vt_now = ticks / TICKS_PER_SECOND
@@ -401,8 +403,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """
         if delay is None:
             raise TypeError("delay must not be None")
-        if self._vt_paced:
-            self._vt_follow_rate()
         if delay != delay:
             raise ValueError(f"delay must not be NaN, got {delay!r}")
         ticks = _NEVER if delay == math.inf else self._vt_ticks + delay_ticks(delay)
@@ -426,8 +426,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         elif when == -math.inf:
             ticks = self._vt_ticks
         else:
-            if self._vt_paced:
-                self._vt_follow_rate()
             ticks = to_ticks(when)
             if ticks < self._vt_ticks:
                 ticks = self._vt_ticks
@@ -584,10 +582,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_purge_cancelled()
         ready = self._ready  # asyncio-private: the stock loop's deque of ready handles.
         if ready or self._stopping:  # asyncio-private: set by stop().
-            if self._vt_selector.registered > 1 and self._vt_poll(0):
-                pass
-            elif self._vt_paced:
-                self._vt_follow_rate()
+            if self._vt_selector.registered > 1:
+                self._vt_poll(0)
         else:
             self._vt_idle()
 
@@ -677,16 +673,21 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
             if drives:
                 target = min(head, drive)
-            elif self._vt_paced:
-                self._vt_follow_rate()
-                if self._vt_ticks >= head:
-                    return
-                if head == _NEVER:
-                    target = _NEVER
-                else:
-                    if self._vt_poll(self._vt_anchor.real_until(to_seconds(head))):
+            elif self._vt_paced and head != _NEVER:
+                # Rate mode: wait, in real time, until the anchor says the head is due.  The
+                # anchor is not re-based on each wake-up, so a late wake-up shortens the next
+                # wait instead of accumulating as drift.
+                wait = self._vt_anchor.real_until(to_seconds(head))
+                if wait > 0:
+                    if self._vt_poll(wait):
+                        # Real I/O between two instants sees the time that has passed.
+                        ticks = min(to_ticks(self._vt_anchor.virtual()), head)
+                        if ticks > self._vt_ticks:
+                            self._vt_set_ticks(ticks)
                         return
                     continue
+                self._vt_set_ticks(head)
+                continue
             elif self._vt_autojump:
                 target = head
             else:
@@ -774,6 +775,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     # ------------------------------------------------------------ running
 
+    def run_forever(self) -> None:
+        """Like the stock method; with ``patch_time=True`` the stdlib clocks follow this loop."""
+        if self._vt_patch is None:
+            super().run_forever()
+            return
+        with self._vt_patch:
+            super().run_forever()
+
     def run_until_complete(self, future: Any) -> Any:
         """Like the stock method; raises :class:`DeadlockError` instead of hanging."""
         outer = self._vt_target
@@ -813,12 +822,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         return self.time()
 
     def step(self) -> float | None:
-        """Settle, then fire the next timer instant and settle again.
+        """Fire the next timer instant and let everything it made ready settle.
 
-        Returns the new virtual time, or None (time unchanged) when nothing is scheduled.
+        What is ready now runs first; if that included timers due at the current instant,
+        that instant was the step.  Returns the new virtual time, or None (time unchanged)
+        when nothing is scheduled.
         """
         self._vt_outside("step", "await virtualtime.step()")
+        fired = self._vt_fired
         self._vt_drive_outside(self._vt_ticks)
+        if self._vt_fired > fired:  # timers were due at the current instant: that was it
+            return self.time()
         nxt = self.peek()
         if nxt == math.inf:
             return None
@@ -865,8 +879,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         return target
 
     def _vt_leap(self, ticks: int) -> None:
-        if self._vt_paced:
-            self._vt_follow_rate()
         self._vt_set_ticks(self._vt_ticks + ticks)
         self._vt_anchor.rebase(self._vt_now)
 
