@@ -83,6 +83,9 @@ __all__ = [
 _T = TypeVar("_T")
 
 _real_monotonic: Final = _time_module.monotonic
+_active_threads: Final = threading.active_count
+_heappop: Final = heapq.heappop
+_heappush: Final = heapq.heappush
 
 _NEVER: Final = 1 << 125
 """Tick value of a timer that can never fire (scheduled at +inf)."""
@@ -124,6 +127,46 @@ class _Selector(selectors.DefaultSelector):
         key = super().unregister(fileobj)
         self.registered = len(self.get_map())
         return key
+
+
+class _Timer(asyncio.TimerHandle):
+    """A TimerHandle built without the stock constructor's per-call debug checks.
+
+    asyncio-private: the fields below are exactly those of ``Handle`` and ``TimerHandle``
+    (unchanged from 3.11 to 3.15).  Setting them directly saves a ``get_debug()`` call and a
+    ``super()`` chain on every timer, the single hottest allocation of a virtual-time program.
+    Debug-mode loops use the stock constructor, which records the source traceback.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._context = contextvars.copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._when = when
+        self._scheduled = True
+
+    def cancel(self) -> None:
+        # The stock TimerHandle.cancel() calls back into the loop and then Handle.cancel(),
+        # which asks get_debug(); a non-debug timer needs only this.
+        if not self._cancelled:
+            if self._scheduled:
+                self._loop._vt_cancelled += 1  # type: ignore[attr-defined]
+            self._cancelled = True
+            self._callback = None  # type: ignore[assignment]
+            self._args = None  # type: ignore[assignment]
 
 
 def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
@@ -310,10 +353,16 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_scheduled_at: dict[int, int] = {}
         self._vt_paced = rate > 0
         self._vt_anchor = RateAnchor(self._vt_now, rate)
+        self._vt_fast = False
+        self._vt_update_fast()
         self._vt_patch = TimePatch(self, wall) if patch_time else None
         self._vt_wall = wall
         self._vt_selector = _Selector()
         super().__init__(selector=self._vt_selector)
+        # asyncio-private: add_signal_handler() delivers signals through the self-pipe, which
+        # only a poll drains; the Unix loop keeps its handlers in this dict (same object for
+        # the loop's life), absent on other platforms.
+        self._vt_signals: dict[int, Any] = getattr(self, "_signal_handlers", {})
         # asyncio-private: _clock_resolution is what the stock _run_once adds to time() to
         # find due timers.  Ours compares integer ticks instead; keep the attribute truthful.
         self._clock_resolution = RESOLUTION
@@ -334,6 +383,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if not isinstance(value, bool):
             raise TypeError(f"autojump must be True or False, got {value!r}")
         self._vt_autojump = value
+        self._vt_update_fast()
 
     @property
     def rate(self) -> float:
@@ -350,6 +400,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_anchor.rebase(self._vt_now)
         self._vt_anchor.set_rate(value)
         self._vt_paced = value > 0
+        self._vt_update_fast()
 
     @property
     def autojump_threshold(self) -> float:
@@ -359,6 +410,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     @autojump_threshold.setter
     def autojump_threshold(self, value: float) -> None:
         self._vt_threshold = check_delay("autojump_threshold", value)
+        self._vt_update_fast()
 
     @property
     def history(self) -> Sequence[HistoryRecord]:
@@ -379,6 +431,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def start_time(self) -> float:
         """The virtual time the loop was created at."""
         return self._vt_start
+
+    def _vt_update_fast(self) -> None:
+        # The common case, decided once per mode change rather than on every iteration.
+        self._vt_fast = (
+            self._vt_autojump and not self._vt_paced and self._vt_threshold == 0
+        ) and not self._vt_holds
 
     def _vt_set_ticks(self, ticks: int) -> None:
         self._vt_ticks = ticks
@@ -405,8 +463,20 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             raise TypeError("delay must not be None")
         if delay != delay:
             raise ValueError(f"delay must not be NaN, got {delay!r}")
-        ticks = _NEVER if delay == math.inf else self._vt_ticks + delay_ticks(delay)
-        return self._vt_schedule(ticks, priority, callback, args, context)
+        if priority or self._debug or self._closed or delay == math.inf:
+            ticks = _NEVER if delay == math.inf else self._vt_ticks + delay_ticks(delay)
+            return self._vt_schedule(ticks, priority, callback, args, context)
+        # The hot path of every asyncio.sleep(): _vt_schedule and delay_ticks, inlined.
+        ticks = self._vt_ticks
+        if delay > 0:
+            step = round(delay * TICKS_PER_SECOND)
+            ticks += step if step > 0 else 1
+        handle = _Timer(ticks / TICKS_PER_SECOND, callback, args, self, context)
+        seq = next(self._vt_seq)
+        _heappush(self._vt_heap, (ticks, 0, seq, handle))
+        if self._vt_history is not None:
+            self._vt_scheduled_at[seq] = self._vt_ticks
+        return handle
 
     def call_at(  # type: ignore[override]
         self,
@@ -446,10 +516,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._check_thread()
             self._check_callback(callback, "call_at")
         when = math.inf if ticks == _NEVER else ticks / TICKS_PER_SECOND
-        handle = asyncio.TimerHandle(when, callback, args, self, context)
-        # asyncio-private: TimerHandle.cancel() reports to _timer_handle_cancelled only while
-        # _scheduled is true; that is how we count cancelled entries left in our heap.
-        handle._scheduled = True  # type: ignore[attr-defined]
+        handle: asyncio.TimerHandle
+        if self._debug:
+            handle = asyncio.TimerHandle(when, callback, args, self, context)
+            # asyncio-private: TimerHandle.cancel() reports to _timer_handle_cancelled only
+            # while _scheduled is true; that is how we count cancelled entries in our heap.
+            handle._scheduled = True  # type: ignore[attr-defined]
+        else:
+            handle = _Timer(when, callback, args, self, context)
         seq = next(self._vt_seq)
         heapq.heappush(self._vt_heap, (ticks, priority, seq, handle))
         if self._vt_history is not None:
@@ -523,6 +597,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         once and warns that the threads did not finish.
         """
         self._vt_holds += 1
+        self._vt_update_fast()
         try:
             if sys.version_info >= (3, 12):
                 await super().shutdown_default_executor(timeout)
@@ -530,12 +605,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 await super().shutdown_default_executor()
         finally:
             self._vt_holds -= 1
+            self._vt_update_fast()
 
     def _vt_threads_busy(self) -> bool:
         """Is a worker thread doing a job whose answer this loop will wait for?"""
         if self._vt_jobs or self._vt_holds:
             return True
-        if threading.active_count() == 1:
+        if _active_threads() == 1 or "anyio._backends._asyncio" not in sys.modules:
             return False
         # anyio runs to_thread.run_sync jobs on its own worker threads (not an executor).  A
         # worker belongs to a loop (``.loop``) and is busy while it is not in its pool's idle
@@ -554,9 +630,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         return False
 
     def _vt_watching_io(self) -> bool:
-        # One registration is the loop's own self-pipe.  asyncio-private: _signal_handlers
-        # (add_signal_handler) deliver through the self-pipe, which only a poll drains.
-        return self._vt_selector.registered > 1 or bool(getattr(self, "_signal_handlers", None))
+        # One registration is the loop's own self-pipe; signals arrive through it too.
+        return self._vt_selector.registered > 1 or bool(self._vt_signals)
 
     def _vt_poll(self, timeout: float | None) -> bool:
         """Block on the selector for up to ``timeout`` real seconds; True if events came."""
@@ -579,29 +654,49 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # heap of TimerHandles ordered by float time only (equal times in no particular
         # order) and blocks on the selector until the earliest is due; this one keeps a
         # totally ordered heap, jumps time instead of blocking, and detects deadlocks.
-        self._vt_purge_cancelled()
+        if self._vt_cancelled:
+            self._vt_purge_cancelled()
+        heap = self._vt_heap
         ready = self._ready  # asyncio-private: the stock loop's deque of ready handles.
         if ready or self._stopping:  # asyncio-private: set by stop().
             if self._vt_selector.registered > 1:
                 self._vt_poll(0)
+        elif (
+            self._vt_fast
+            and heap
+            and heap[0][0] != _NEVER
+            and not self._vt_drives
+            and not self._vt_jobs
+            and self._vt_selector.registered == 1
+            and not self._vt_signals
+            and _active_threads() == 1
+        ):
+            # Pure virtual time and nothing outside to wait for: jump straight to the head
+            # (what _vt_idle would decide, without its general bookkeeping).
+            head = heap[0][0]
+            if head > self._vt_ticks:
+                self._vt_ticks = head
+                self._vt_now = head / TICKS_PER_SECOND
+                self._vt_instant_count = 0
         else:
             self._vt_idle()
 
-        heap = self._vt_heap
         now = self._vt_ticks
         if heap and heap[0][0] <= now:
             history = self._vt_history
+            fired = 0
             while heap and heap[0][0] <= now:
-                entry = heapq.heappop(heap)
+                entry = _heappop(heap)
                 handle = entry[3]
                 handle._scheduled = False  # type: ignore[attr-defined]
                 if handle._cancelled:
                     self._vt_cancelled -= 1
                     continue
                 ready.append(handle)
-                self._vt_fired += 1
+                fired += 1
                 if history is not None:
                     self._vt_record(entry)
+            self._vt_fired += fired
 
         ntodo = len(ready)
         count = self._vt_instant_count + ntodo
