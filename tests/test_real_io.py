@@ -199,3 +199,32 @@ def test_subprocess_is_awaited_under_a_virtual_timeout_with_threshold() -> None:
 def test_subprocess_loses_to_the_virtual_timeout_with_threshold_zero() -> None:
     with pytest.raises(TimeoutError):
         virtualtime.run(_child(5))
+
+
+def test_waiting_on_real_io_uses_no_cpu() -> None:
+    """No timer, a socket being watched: the loop blocks in the kernel, not in a spin."""
+
+    async def main() -> tuple[bytes, float, float]:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+
+        def answer_later() -> None:
+            time.sleep(0.3)  # real-time: the peer answers after a while
+            theirs.sendall(b"late")
+
+        thread = threading.Thread(target=answer_later)
+        cpu0 = time.process_time()
+        thread.start()
+        try:
+            data = await loop.sock_recv(ours, 10)
+        finally:
+            thread.join()
+            ours.close()
+            theirs.close()
+        return data, time.process_time() - cpu0, loop.time()
+
+    data, cpu, vt = virtualtime.run(main())
+    assert data == b"late"
+    assert cpu < 0.1
+    assert vt == 0.0

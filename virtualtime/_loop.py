@@ -881,9 +881,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def run_until_complete(self, future: Any) -> Any:
         """Like the stock method; raises :class:`DeadlockError` instead of hanging."""
         outer = self._vt_target
-        self._vt_target = asyncio.ensure_future(future, loop=self)
+        target = asyncio.ensure_future(future, loop=self)
+        self._vt_target = target
         try:
-            return super().run_until_complete(self._vt_target)
+            return super().run_until_complete(target)
+        except BaseException:
+            if target is not future and target.done() and not target.cancelled():
+                target.exception()  # retrieved: no "exception was never retrieved" log
+            raise
         finally:
             self._vt_target = outer
 
