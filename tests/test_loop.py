@@ -579,3 +579,35 @@ def test_handle_when_is_the_exact_virtual_instant(loop: virtualtime.VirtualEvent
     assert handle.when() == 0.3
     assert loop.call_later(math.inf, print).when() == math.inf
     assert loop.peek() == 0.3
+
+
+def test_float_deadlines_never_fire_early() -> None:
+    # 0.2 + 0.2 + 0.2 == 0.6000000000000001: a timer for that deadline must not fire at 0.6,
+    # or code that re-checks time() >= deadline re-arms it at the same instant for ever.
+    async def main() -> list[float]:
+        seen = []
+        for _ in range(5):
+            with anyio.move_on_after(0.2):
+                await anyio.sleep_forever()
+            seen.append(anyio.current_time())
+        return seen
+
+    seen = anyio.run(
+        main, backend="asyncio", backend_options={"loop_factory": virtualtime.new_event_loop}
+    )
+    assert len(seen) == 5
+    assert seen[-1] == pytest.approx(1.0, abs=1e-8)
+
+
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+@settings(max_examples=300, deadline=None)
+def test_call_at_never_fires_before_its_deadline(when: float) -> None:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[float] = loop.create_future()
+        loop.call_at(when, lambda: fut.set_result(loop.time()))
+        return await fut
+
+    fired = virtualtime.run(main())
+    assert fired >= when
+    assert fired - when <= max(2e-9, when * 4e-16)

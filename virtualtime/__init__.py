@@ -29,9 +29,9 @@ from ._time import RESOLUTION as RESOLUTION
 __version__ = "0.1.0"
 
 __all__ = (
-    "RESOLUTION",
     "DeadlockError",
     "HistoryRecord",
+    "RESOLUTION",
     "RunawayError",
     "VirtualEventLoop",
     "VirtualTimeError",

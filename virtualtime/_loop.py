@@ -69,6 +69,7 @@ from ._time import (
     check_finite,
     check_rate,
     delay_ticks,
+    ticks_at_or_after,
     to_seconds,
     to_ticks,
 )
@@ -496,7 +497,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         elif when == -math.inf:
             ticks = self._vt_ticks
         else:
-            ticks = to_ticks(when)
+            ticks = ticks_at_or_after(when)
             if ticks < self._vt_ticks:
                 ticks = self._vt_ticks
         return self._vt_schedule(ticks, priority, callback, args, context)
@@ -970,7 +971,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_check_target(self, t: float) -> int:
         t = check_finite("t", t)
-        target = to_ticks(t)
+        target = ticks_at_or_after(t)
         if target < self._vt_ticks:
             raise ValueError(
                 f"t must not be in the past: t={t!r} < now={self._vt_now!r} "

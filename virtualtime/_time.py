@@ -12,6 +12,8 @@ without any loss.
 
 Rules every caller relies on:
 
+* :func:`ticks_at_or_after` turns an absolute deadline into the first tick at or after it,
+  so a timer never fires while ``time() < deadline``.
 * :func:`to_ticks` rounds to the nearest tick, and :func:`to_seconds` of a tick count is the
   float nearest to its exact decimal value, so ``to_seconds(to_ticks(x)) == x`` for every
   ``x`` that is a whole number of nanoseconds.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import math
 import time as _stdlib_time
 from collections.abc import Callable
+from fractions import Fraction
 from numbers import Real
 from typing import Final
 
@@ -41,6 +44,7 @@ __all__ = [
     "check_finite",
     "check_rate",
     "delay_ticks",
+    "ticks_at_or_after",
     "to_seconds",
     "to_ticks",
 ]
@@ -57,6 +61,20 @@ _real_monotonic = _stdlib_time.monotonic
 def to_ticks(seconds: float) -> int:
     """Nearest tick to ``seconds`` (a finite number of seconds)."""
     return round(seconds * TICKS_PER_SECOND)
+
+
+def ticks_at_or_after(seconds: float) -> int:
+    """The first tick whose float time is ``>= seconds`` (an absolute deadline).
+
+    Deadlines computed in floats (``now + 0.2`` three times is ``0.6000000000000001``) must
+    not be rounded *down*: code that re-checks ``loop.time() >= deadline`` when its timer
+    fires (anyio's cancel scopes do) would otherwise re-arm the timer at the same instant
+    for ever.  Usually the nearest tick already qualifies; otherwise the exact value decides.
+    """
+    ticks = round(seconds * TICKS_PER_SECOND)
+    if ticks / TICKS_PER_SECOND >= seconds:
+        return ticks
+    return math.ceil(Fraction(seconds) * TICKS_PER_SECOND)
 
 
 def to_seconds(ticks: int) -> float:

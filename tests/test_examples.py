@@ -1,0 +1,45 @@
+"""Examples are golden tests: each runs under ``virtualtime run`` and prints its ``.out`` file.
+
+Virtual time makes exact output possible, so every example's stdout is compared character
+for character with the checked-in expectation.  Regenerate one deliberately with
+``virtualtime run --quiet examples/NAME.py > examples/NAME.out``.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SCRIPTS = sorted(EXAMPLES.glob("*.py"))
+
+
+def test_there_are_examples() -> None:
+    assert len(SCRIPTS) >= 1
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_example_has_a_covers_and_scenario_docstring(script: Path) -> None:
+    doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8")))
+    assert doc is not None, f"{script.name} has a module docstring"
+    assert "Covers:" in doc
+    assert "Scenario:" in doc
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_example_output_matches_its_golden_file(script: Path) -> None:
+    expected = script.with_suffix(".out")
+    assert expected.is_file(), f"{expected.name} is checked in"
+    result = subprocess.run(
+        [sys.executable, "-m", "virtualtime", "run", "--quiet", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=EXAMPLES.parent,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == expected.read_text(encoding="utf-8")
