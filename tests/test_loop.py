@@ -450,7 +450,7 @@ def test_call_soon_threadsafe_from_a_thread_within_the_grace_is_not_a_deadlock()
         ({"history": -1}, ValueError, "history must be >= 0"),
         ({"history": 2.5}, TypeError, "history must be None or an int"),
         ({"deadlock_timeout": -1}, ValueError, "deadlock_timeout must be >= 0"),
-        ({"max_callbacks_per_instant": 0}, ValueError, "max_callbacks_per_instant"),
+        ({"max_rounds_per_instant": 0}, ValueError, "max_rounds_per_instant"),
         ({"bogus": 1}, TypeError, "bogus"),
     ],
 )

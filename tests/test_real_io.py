@@ -228,3 +228,39 @@ def test_waiting_on_real_io_uses_no_cpu() -> None:
     assert data == b"late"
     assert cpu < 0.1
     assert vt == 0.0
+
+
+def test_a_thread_waiting_for_the_loop_lets_time_move() -> None:
+    # The job is blocked on the loop itself: holding time still would stall both for ever.
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+
+        def job() -> float:
+            return asyncio.run_coroutine_threadsafe(_sleep_then_now(5), loop).result()
+
+        inner = await asyncio.to_thread(job)
+        return inner, now()
+
+    assert virtualtime.run(main()) == (5.0, 5.0)
+
+
+async def _sleep_then_now(delay: float) -> float:
+    await asyncio.sleep(delay)
+    return now()
+
+
+def test_anyio_from_thread_inside_to_thread_lets_time_move() -> None:
+    import anyio.from_thread
+
+    async def main() -> tuple[float, float]:
+        def job() -> float:
+            anyio.from_thread.run(anyio.sleep, 3)
+            return anyio.from_thread.run_sync(anyio.current_time)
+
+        inner = await anyio.to_thread.run_sync(job)
+        return inner, anyio.current_time()
+
+    result = anyio.run(
+        main, backend="asyncio", backend_options={"loop_factory": virtualtime.new_event_loop}
+    )
+    assert result == (3.0, 3.0)

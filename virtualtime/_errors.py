@@ -36,9 +36,9 @@ class DeadlockError(VirtualTimeError):
 
 
 class RunawayError(VirtualTimeError):
-    """Too many callbacks ran at one virtual instant without time moving.
+    """The loop went round too many times at one virtual instant without time moving.
 
     A callback or task that reschedules itself with zero delay forever would otherwise spin
     the loop for ever while a driving verb waits for the instant to settle.  The limit is the
-    loop option ``max_callbacks_per_instant``.
+    loop option ``max_rounds_per_instant``.
     """

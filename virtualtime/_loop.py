@@ -51,6 +51,7 @@ import datetime
 import heapq
 import itertools
 import math
+import os
 import selectors
 import sys
 import threading
@@ -58,6 +59,7 @@ import time as _time_module
 from asyncio import events as _asyncio_events
 from asyncio.log import logger as _asyncio_logger
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from ._errors import DeadlockError, RunawayError, VirtualTimeError
@@ -87,6 +89,8 @@ _real_monotonic: Final = _time_module.monotonic
 _active_threads: Final = threading.active_count
 _heappop: Final = heapq.heappop
 _heappush: Final = heapq.heappush
+_current_task: Final = asyncio.current_task
+_FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
 
 _NEVER: Final = 1 << 125
 """Tick value of a timer that can never fire (scheduled at +inf)."""
@@ -104,7 +108,9 @@ class HistoryRecord(NamedTuple):
     ``time`` is the virtual instant it fired, ``scheduled`` the virtual instant it was
     scheduled at, ``priority`` and ``seq`` its place in the total order, and ``what`` a short
     description of what it woke: ``"task <name>"`` for a sleeping task, or the callback's
-    qualified name.
+    qualified name.  ``task_id`` tells tasks apart that share a name (anyio reuses names): an
+    identifier of the woken task, stable for as long as the record is kept, or None for a
+    plain callback.
     """
 
     time: float
@@ -112,6 +118,7 @@ class HistoryRecord(NamedTuple):
     seq: int
     what: str
     scheduled: float
+    task_id: int | None = None
 
 
 class _Selector(selectors.DefaultSelector):
@@ -175,21 +182,39 @@ def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
         fut.set_result(result)
 
 
-def _describe_callback(callback: Callable[..., Any], args: Sequence[Any]) -> str:
-    """What a timer wakes: the task waiting on a future it resolves, or the callback name."""
-    if args:
-        fut = args[0]
-        if isinstance(fut, asyncio.Future):
-            # asyncio-private: a future's done-callbacks are not public, but reading them is
-            # the only way to name the task a sleep() will wake (history only, never hot).
-            for cb, _ctx in getattr(fut, "_callbacks", None) or ():
-                owner = getattr(cb, "__self__", None)
-                if isinstance(owner, asyncio.Task):
-                    return f"task {owner.get_name()}"
-    owner = getattr(callback, "__self__", None)
-    if isinstance(owner, asyncio.Task):
-        return f"task {owner.get_name()}"
-    return getattr(callback, "__qualname__", None) or repr(callback)
+# Timer callbacks that do nothing but resolve a future (``asyncio.sleep``'s and our own).
+# asyncio-private: futures._set_result_unless_cancelled is what asyncio.sleep schedules.
+_WAKERS: Final = (
+    asyncio.futures._set_result_unless_cancelled,  # type: ignore[attr-defined]
+    set_result_unless_cancelled,
+)
+
+
+def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
+    ticks, priority, seq, what, scheduled = raw
+    if isinstance(what, asyncio.Task):
+        return HistoryRecord(
+            to_seconds(ticks),
+            priority,
+            seq,
+            f"task {what.get_name()}",
+            to_seconds(scheduled),
+            id(what),
+        )
+    name = getattr(what, "__qualname__", None) or repr(what)
+    return HistoryRecord(to_seconds(ticks), priority, seq, name, to_seconds(scheduled))
+
+
+def _waits_for_a_future(frame: FrameType | None) -> bool:
+    """Is this thread blocked in ``concurrent.futures.Future.result()``?"""
+    depth = 0
+    while frame is not None and depth < 8:
+        code = frame.f_code
+        if code.co_name == "result" and code.co_filename.endswith(_FUTURES_BASE):
+            return True
+        frame = frame.f_back
+        depth += 1
+    return False
 
 
 def _describe_task(task: asyncio.Task[Any]) -> tuple[str, str]:
@@ -267,10 +292,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         the wall-clock epoch of virtual time ``start`` (a POSIX timestamp or an aware
         datetime; default: the real time when the loop is created).  See
         :func:`virtualtime.wall_time`.
-    ``max_callbacks_per_instant`` (1,000,000)
-        Raise :class:`~virtualtime.RunawayError` when this many callbacks run at one virtual
-        instant without time moving or real I/O arriving: something is rescheduling itself
-        with zero delay, and time would otherwise never advance.
+    ``max_rounds_per_instant`` (1,000,000)
+        Raise :class:`~virtualtime.RunawayError` when the loop has gone round this many times
+        at one virtual instant without time moving or real I/O arriving: something keeps
+        rescheduling itself with zero delay (``call_soon``, ``call_later(0)``,
+        ``sleep(0)`` in a loop), and time would otherwise never advance.  A large fan-out
+        (a million tasks started at once) is one round, not a million.
 
     Ordering guarantee: timers due at the same virtual instant run in order of priority
     (smaller first; ``call_later(..., priority=p)``, :func:`virtualtime.sleep`), then first
@@ -304,7 +331,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         rate: float = 0.0,
         history: int | None = None,
         deadlock_timeout: float = 0.25,
-        max_callbacks_per_instant: int = 1_000_000,
+        max_rounds_per_instant: int = 1_000_000,
         patch_time: bool = False,
         wall_start: float | datetime.datetime | None = None,
     ) -> None:
@@ -316,16 +343,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         rate = check_rate("rate", rate)
         history = _check_history(history)
         deadlock_timeout = check_delay("deadlock_timeout", deadlock_timeout)
-        if isinstance(max_callbacks_per_instant, bool) or not isinstance(
-            max_callbacks_per_instant, int
-        ):
+        if isinstance(max_rounds_per_instant, bool) or not isinstance(max_rounds_per_instant, int):
             raise TypeError(
-                f"max_callbacks_per_instant must be an int, got {max_callbacks_per_instant!r}"
+                f"max_rounds_per_instant must be an int, got {max_rounds_per_instant!r}"
             )
-        if max_callbacks_per_instant < 1:
-            raise ValueError(
-                f"max_callbacks_per_instant must be >= 1, got {max_callbacks_per_instant!r}"
-            )
+        if max_rounds_per_instant < 1:
+            raise ValueError(f"max_rounds_per_instant must be >= 1, got {max_rounds_per_instant!r}")
         if not isinstance(patch_time, bool):
             raise TypeError(f"patch_time must be True or False, got {patch_time!r}")
         from ._patch import TimePatch
@@ -341,17 +364,21 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_autojump = autojump
         self._vt_threshold = autojump_threshold
         self._vt_deadlock_timeout = deadlock_timeout
-        self._vt_max_instant = max_callbacks_per_instant
+        self._vt_max_instant = max_rounds_per_instant
         self._vt_instant_count = 0
         self._vt_drives: list[tuple[int, int, _Drive]] = []
         self._vt_jobs: set[concurrent.futures.Future[Any]] = set()
+        self._vt_job_threads: set[int] = set()
         self._vt_holds = 0
         self._vt_target: asyncio.Future[Any] | None = None
         self._vt_fired = 0
-        self._vt_history: collections.deque[HistoryRecord] | None = (
+        # Raw records (fired tick, priority, seq, task or callback, scheduled tick), turned
+        # into HistoryRecords only when read: plain tuples are cheap for the GC to ignore.
+        self._vt_history: collections.deque[tuple[int, int, int, object, int]] | None = (
             collections.deque(maxlen=history) if history else None
         )
-        self._vt_scheduled_at: dict[int, int] = {}
+        # seq -> (tick it was scheduled at, task that scheduled it), kept only with history.
+        self._vt_scheduled_at: dict[int, tuple[int, asyncio.Task[Any] | None]] = {}
         self._vt_paced = rate > 0
         self._vt_anchor = RateAnchor(self._vt_now, rate)
         self._vt_fast = False
@@ -421,7 +448,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """
         if self._vt_history is None:
             return ()
-        return tuple(self._vt_history)
+        return tuple(map(_history_record, self._vt_history))
 
     @property
     def timers_fired(self) -> int:
@@ -441,7 +468,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_set_ticks(self, ticks: int) -> None:
         self._vt_ticks = ticks
-        self._vt_now = ticks / TICKS_PER_SECOND
+        now = ticks / TICKS_PER_SECOND
+        if now > self._vt_now:  # never below a deadline already read (see call_at)
+            self._vt_now = now
         self._vt_instant_count = 0
 
     # -------------------------------------------------------------- scheduling
@@ -476,7 +505,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         seq = next(self._vt_seq)
         _heappush(self._vt_heap, (ticks, 0, seq, handle))
         if self._vt_history is not None:
-            self._vt_scheduled_at[seq] = self._vt_ticks
+            self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
         return handle
 
     def call_at(  # type: ignore[override]
@@ -497,9 +526,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         elif when == -math.inf:
             ticks = self._vt_ticks
         else:
-            ticks = ticks_at_or_after(when)
+            ticks = to_ticks(when)
             if ticks < self._vt_ticks:
                 ticks = self._vt_ticks
+            if ticks / TICKS_PER_SECOND < when:
+                # A float deadline a hair above its nearest tick (0.2 + 0.1 is
+                # 0.30000000000000004): fire at that tick, but let time() read the deadline
+                # itself, so code that re-checks ``time() >= deadline`` (anyio's cancel
+                # scopes) sees it passed, while the integer clock stays exact.
+                return self._vt_schedule(ticks, priority, callback, args, context, when)
         return self._vt_schedule(ticks, priority, callback, args, context)
 
     def _vt_schedule(
@@ -509,6 +544,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         callback: Callable[..., object],
         args: tuple[Any, ...],
         context: contextvars.Context | None,
+        when: float | None = None,
     ) -> asyncio.TimerHandle:
         if priority and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise TypeError(f"priority must be an int, got {priority!r}")
@@ -516,7 +552,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._debug:  # asyncio-private: debug-mode argument checks, as stock call_at does.
             self._check_thread()
             self._check_callback(callback, "call_at")
-        when = math.inf if ticks == _NEVER else ticks / TICKS_PER_SECOND
+        if when is None:
+            when = math.inf if ticks == _NEVER else ticks / TICKS_PER_SECOND
         handle: asyncio.TimerHandle
         if self._debug:
             handle = asyncio.TimerHandle(when, callback, args, self, context)
@@ -528,7 +565,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         seq = next(self._vt_seq)
         heapq.heappush(self._vt_heap, (ticks, priority, seq, handle))
         if self._vt_history is not None:
-            self._vt_scheduled_at[seq] = self._vt_ticks
+            self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
         return handle
 
     def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
@@ -583,13 +620,24 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if executor is None:
                 executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
                 self._default_executor = executor
-        job = executor.submit(func, *args)
+        job = executor.submit(self._vt_job, func, args)
         jobs = self._vt_jobs
         jobs.add(job)
         # Runs in the worker thread (or here, if already done or cancelled): set.discard is
         # atomic, and the wrapped future wakes the loop through call_soon_threadsafe anyway.
         job.add_done_callback(jobs.discard)
         return asyncio.wrap_future(job, loop=self)
+
+    def _vt_job(self, func: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+        # Runs in the worker thread: remember which thread works for us, so that a job
+        # which is itself waiting for this loop (run_coroutine_threadsafe(...).result(),
+        # anyio.from_thread.run) does not hold time still for ever.
+        ident = threading.get_ident()
+        self._vt_job_threads.add(ident)
+        try:
+            return func(*args)
+        finally:
+            self._vt_job_threads.discard(ident)
 
     async def shutdown_default_executor(self, timeout: float | None = None) -> None:
         """Like the stock method; time stands still while the executor's threads join.
@@ -609,26 +657,39 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._vt_update_fast()
 
     def _vt_threads_busy(self) -> bool:
-        """Is a worker thread doing a job whose answer this loop will wait for?"""
-        if self._vt_jobs or self._vt_holds:
+        """Is a worker thread doing real work whose answer this loop will wait for?
+
+        A thread job holds virtual time still -- unless the thread is itself blocked waiting
+        for this loop (``asyncio.run_coroutine_threadsafe(...).result()``, anyio's
+        ``from_thread.run``): then time must move, or neither side could ever go on.
+        """
+        if self._vt_holds:
             return True
-        if _active_threads() == 1 or "anyio._backends._asyncio" not in sys.modules:
+        threads: list[int] = []
+        if self._vt_jobs:
+            if len(self._vt_jobs) > len(self._vt_job_threads):
+                return True  # submitted and not started yet, or just finishing
+            threads.extend(self._vt_job_threads)
+        if _active_threads() > 1 and "anyio._backends._asyncio" in sys.modules:
+            # anyio runs to_thread.run_sync jobs on its own worker threads (not an executor).
+            # A worker belongs to a loop (``.loop``) and is busy while it is not in its
+            # pool's idle deque.  These are anyio implementation details, duck-typed here and
+            # checked by the test suite against the anyio version CI installs.
+            for thread in threading.enumerate():
+                idle = getattr(thread, "idle_workers", None)
+                if (
+                    idle is not None
+                    and getattr(thread, "loop", None) is self
+                    and not getattr(thread, "stopping", False)
+                    and thread.is_alive()
+                    and thread not in idle
+                    and thread.ident is not None
+                ):
+                    threads.append(thread.ident)
+        if not threads:
             return False
-        # anyio runs to_thread.run_sync jobs on its own worker threads (not an executor).  A
-        # worker belongs to a loop (``.loop``) and is busy while it is not in its pool's idle
-        # deque.  These are anyio implementation details, so they are duck-typed and checked
-        # by the test suite on every anyio version CI installs.
-        for thread in threading.enumerate():
-            idle = getattr(thread, "idle_workers", None)
-            if (
-                idle is not None
-                and getattr(thread, "loop", None) is self
-                and not getattr(thread, "stopping", False)
-                and thread.is_alive()
-                and thread not in idle
-            ):
-                return True
-        return False
+        frames = sys._current_frames()
+        return not all(_waits_for_a_future(frames.get(ident)) for ident in threads)
 
     def _vt_watching_io(self) -> bool:
         # One registration is the loop's own self-pipe; signals arrive through it too.
@@ -677,7 +738,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             head = heap[0][0]
             if head > self._vt_ticks:
                 self._vt_ticks = head
-                self._vt_now = head / TICKS_PER_SECOND
+                seconds = head / TICKS_PER_SECOND
+                if seconds > self._vt_now:
+                    self._vt_now = seconds
                 self._vt_instant_count = 0
         else:
             self._vt_idle()
@@ -685,6 +748,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         now = self._vt_ticks
         if heap and heap[0][0] <= now:
             history = self._vt_history
+            direct = not self._debug
             fired = 0
             while heap and heap[0][0] <= now:
                 entry = _heappop(heap)
@@ -693,17 +757,29 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 if handle._cancelled:
                     self._vt_cancelled -= 1
                     continue
-                ready.append(handle)
                 fired += 1
+                if handle._when > self._vt_now:  # type: ignore[attr-defined]  # see call_at
+                    self._vt_now = handle._when  # type: ignore[attr-defined]
                 if history is not None:
                     self._vt_record(entry)
+                if direct and handle._callback in _WAKERS:  # type: ignore[attr-defined]
+                    # A sleep's timer only resolves its future, whose waiter is then
+                    # scheduled.  Resolving it here, in timer order, saves a round trip
+                    # through the ready queue; the woken task still runs in this round.
+                    future = handle._args[0]
+                    if not future.done():
+                        future.set_result(handle._args[1])
+                        continue
+                    if future.cancelled():
+                        continue
+                ready.append(handle)
             self._vt_fired += fired
 
-        ntodo = len(ready)
-        count = self._vt_instant_count + ntodo
-        self._vt_instant_count = count
-        if count > self._vt_max_instant:
+        rounds = self._vt_instant_count + 1
+        self._vt_instant_count = rounds
+        if rounds > self._vt_max_instant:
             self._vt_runaway()
+        ntodo = len(ready)
         if self._debug:
             self._vt_run_ready_debug(ntodo)
             return
@@ -735,14 +811,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_record(self, entry: tuple[int, int, int, asyncio.TimerHandle]) -> None:
         ticks, priority, seq, handle = entry
         assert self._vt_history is not None
-        scheduled = self._vt_scheduled_at.pop(seq, ticks)
-        what = _describe_callback(
-            handle._callback,  # type: ignore[attr-defined]
-            handle._args,
-        )
-        self._vt_history.append(
-            HistoryRecord(self._vt_now, priority, seq, what, to_seconds(scheduled))
-        )
+        scheduled, task = self._vt_scheduled_at.pop(seq, (ticks, None))
+        callback = handle._callback  # type: ignore[attr-defined]
+        what: object = task if task is not None and callback in _WAKERS else callback
+        self._vt_history.append((self._vt_ticks, priority, seq, what, scheduled))
 
     def _vt_idle(self) -> None:
         """Nothing is ready: wait for the outside world, move time, or report a deadlock.
@@ -751,6 +823,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """
         heap = self._vt_heap
         drives = self._vt_drives
+        recheck = 0.0005
         while True:
             now = self._vt_ticks
             head = heap[0][0] if heap else _NEVER
@@ -763,8 +836,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
             if self._vt_threads_busy():
                 # Real work is under way in a thread: time stands still until it reports.
-                if self._vt_poll(_MAX_REAL_WAIT):
+                # The thread may also be about to block on this loop instead (it just
+                # called run_coroutine_threadsafe), which sends no wake-up: so look again
+                # after a short, growing real wait rather than sleeping until it answers.
+                if self._vt_poll(recheck):
                     return
+                recheck = min(recheck * 2, 0.05)
                 continue
 
             if drives:
@@ -853,10 +930,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         count = self._vt_instant_count
         self._vt_instant_count = 0
         error = RunawayError(
-            f"{count} callbacks ran at virtual time t={self._vt_now!r} without time moving "
-            f"(max_callbacks_per_instant={self._vt_max_instant}): something reschedules "
+            f"the loop went round {count} times at virtual time t={self._vt_now!r} without "
+            "time moving "
+            f"(max_rounds_per_instant={self._vt_max_instant}): something reschedules "
             "itself with zero delay (call_soon/call_later(0)/sleep(0) in a loop); give it a "
-            "positive delay, or raise max_callbacks_per_instant"
+            "positive delay, or raise max_rounds_per_instant"
         )
         waiting = [d.future for _, _, d in self._vt_drives if d.future is not None]
         if waiting:
