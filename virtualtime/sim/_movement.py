@@ -80,6 +80,7 @@ import anyio
 import anyio.abc
 
 from .._time import check_delay, delay_ticks, to_seconds, to_ticks
+from .._trace import record_span, recording
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
 
 __all__ = [
@@ -98,7 +99,7 @@ _names = itertools.count(1)
 
 
 class JourneyStatus(enum.Enum):
-    """How a journey ended."""
+    """How a journey ended: the status every waiter of a :class:`Journey` receives."""
 
     ARRIVED = "arrived"
     """The vehicle reached the destination."""
@@ -256,6 +257,17 @@ class Journey(Generic[P]):
             distance=max(0.0, odometer - self._odometer_at_start),
             redirected_to=self._redirected_to if status is JourneyStatus.REDIRECTED else None,
         )
+        if recording():  # `virtualtime run --trace`: journeys appear as spans on their row
+            outcome = self._outcome
+            record_span(
+                f"vehicle {outcome.vehicle.name}",
+                f"{outcome.origin!r} -> {outcome.destination!r}",
+                outcome.started,
+                outcome.ended,
+                category=outcome.status.value,
+                distance=outcome.distance,
+                position=repr(outcome.position),
+            )
         return self._outcome
 
     def _wake(self) -> None:
