@@ -289,8 +289,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         With ``patch_time=True``, while this loop runs, ``time.monotonic()``,
         ``time.perf_counter()``, ``time.time()``, ``datetime.datetime.now()`` and friends follow
         virtual time in the loop's thread (other threads keep real clocks).  ``wall_start`` is
-        the wall-clock epoch of virtual time ``start`` (a POSIX timestamp or an aware
-        datetime; default: the real time when the loop is created).  See
+        the wall-clock epoch of virtual time ``start`` (a POSIX timestamp, or a datetime --
+        a naive one is read as local time, like ``datetime.timestamp()``; default: the real
+        time when the loop is created).  See
         :func:`virtualtime.wall_time`.
     ``max_rounds_per_instant`` (1,000,000)
         Raise :class:`~virtualtime.RunawayError` when the loop has gone round this many times
@@ -454,6 +455,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def timers_fired(self) -> int:
         """How many timers this loop has dispatched so far."""
         return self._vt_fired
+
+    @property
+    def wall_start(self) -> float:
+        """The wall-clock time (POSIX timestamp) of virtual time :attr:`start_time`.
+
+        :func:`virtualtime.wall_time` adds the virtual time elapsed since then.
+        """
+        return self._vt_wall
 
     @property
     def start_time(self) -> float:
