@@ -759,6 +759,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             history = self._vt_history
             direct = not self._debug
             fired = 0
+            seconds = self._vt_now
             while heap and heap[0][0] <= now:
                 entry = _heappop(heap)
                 handle = entry[3]
@@ -767,8 +768,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     self._vt_cancelled -= 1
                     continue
                 fired += 1
-                if handle._when > self._vt_now:  # type: ignore[attr-defined]  # see call_at
-                    self._vt_now = handle._when  # type: ignore[attr-defined]
+                if handle._when > seconds:  # type: ignore[attr-defined]  # see call_at
+                    seconds = self._vt_now = handle._when  # type: ignore[attr-defined]
                 if history is not None:
                     self._vt_record(entry)
                 if direct and handle._callback in _WAKERS:  # type: ignore[attr-defined]

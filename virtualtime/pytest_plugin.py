@@ -1,3 +1,1002 @@
-"""pytest plugin for virtualtime (inert unless asked)."""
+"""pytest plugin: run async tests in virtual time with one marker.
+
+Loaded automatically (entry point ``pytest11: virtualtime``) and inert unless asked: it does
+nothing to a test that is not marked ``@pytest.mark.virtualtime`` while neither
+``--virtualtime`` nor the ini option ``virtualtime = true`` is set.  Importing it loads neither
+trio, anyio nor pytest-asyncio; each integration is imported inside the hook that needs it, so a
+suite without pytest-asyncio, anyio or trio keeps every test and fixture working.
+
+Asking for virtual time
+-----------------------
+``@pytest.mark.virtualtime`` on a test function, a class or a module (``pytestmark``) runs the
+async tests it covers in virtual time.  ``--virtualtime`` (or ``virtualtime = true`` in the ini
+file) does it for every async test; ``@pytest.mark.virtualtime(False)`` opts one test, class or
+module out again.  Keyword arguments are loop options (``start``, ``autojump``,
+``autojump_threshold``, ``rate``, ``history``, ``deadlock_timeout``,
+``max_rounds_per_instant``, ``patch_time``, ``wall_start``; see
+:class:`virtualtime.VirtualEventLoop`).
+
+**Merge rule.**  Marks are read from the closest (function, including ``pytest.param(...,
+marks=...)``) to the farthest (class, then module).  Each option comes from the closest mark
+that sets it, so a module can set ``history=100`` and one test add ``start=50``.  Whether the
+test is virtual at all comes from the closest mark: a mark with no positional argument means
+yes, ``virtualtime(False)`` means no.  With no mark at all, ``--virtualtime`` / the ini option
+decide.  Options are validated at collection: an unknown option, a bad value or a bad
+positional argument is a collection error naming the test, the option and the rule.
+
+How it plugs in
+---------------
+* **pytest-asyncio** (1.4 or later) asks plugins for loop factories through its
+  ``pytest_asyncio_loop_factories(config, item)`` hook: ``firstresult``, called once per test
+  function while it is collected (``item`` is the function's definition, before
+  parametrization); the answer must be a non-empty mapping of names to zero-argument loop
+  factories, and pytest-asyncio parametrizes the test with them at the test's loop scope.  The
+  plugin answers ``{"virtualtime": factory}`` for virtual tests.  Because pytest-asyncio
+  demands an answer for *every* test once any plugin implements the hook -- and parametrizing a
+  test that way makes pytest-asyncio rebuild its wider-loop-scope fixtures for each test --
+  the implementation is registered only while a virtual test is collected or set up (see
+  ``_FactoriesState``), so tests that are not virtual keep their loop and their fixtures exactly
+  as without the plugin.  (With ``--virtualtime`` it stays registered, and a test opted out
+  with ``virtualtime(False)`` gets another plugin's answer or ``asyncio.new_event_loop``, the
+  very loop pytest-asyncio would have made.)  Factories compare equal for equal options, so
+  tests with the same options share a loop of a wider ``loop_scope``.  The deprecated
+  ``event_loop_policy`` fixture is left alone.  As pytest-asyncio picks the loop per test
+  function, a virtualtime mark inside ``pytest.param(...)`` (or one added after collection)
+  cannot change it: that is a set-up error for pytest-asyncio tests, and works for anyio tests.
+* **anyio's pytest plugin** runs a test with one shared test runner, built from the test's
+  ``anyio_backend`` -- ``"asyncio"``, ``"trio"`` or ``(name, options)``, parametrized at module
+  scope by default.  That value is cached per module, so it cannot be changed for one test, and
+  the ``anyio_backend_options`` fixture is only informative (anyio's runner does not read it).
+  anyio has no hook for its runner either, so the plugin wraps the one function that builds
+  it, ``anyio.pytest_plugin.get_runner(backend_name, backend_options)``, from the first virtual
+  anyio test to the end of the session.  While a virtual test is set up, run or torn down, the
+  wrapper adds ``loop_factory`` (a :class:`~virtualtime.VirtualEventLoop`) to ``("asyncio",
+  options)`` and ``clock`` (a :class:`virtualtime.trio.VirtualClock`) to ``("trio",
+  options)``; otherwise it passes everything through.  The backends the suite selects are kept,
+  and so is what tests see in ``anyio_backend``.  On trio, tests and async fixtures run guarded,
+  so a deadlock raises :class:`~virtualtime.DeadlockError` instead of hanging.  Should a future
+  anyio drop ``get_runner``, virtual anyio tests fail with a clear error, never silently.
+
+Fixtures and loops
+------------------
+With pytest-asyncio, an async fixture whose ``loop_scope`` equals the test's runs on the test's
+virtual loop; with a class, module, package or session loop scope on both, every test of that
+scope with equal options shares the one loop (and its clock) with the fixture.  A fixture of a
+*wider* loop scope than its test also runs on a virtual loop built with the test's factory, but
+pytest-asyncio ties that loop to the test's factory parameter: it tears the fixture down after
+the test and builds it again for the next one.  To share a virtual fixture, give the tests its
+loop scope (``pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+pytest.mark.virtualtime]``).  A test that is not virtual never receives a fixture built on a
+virtual loop (pytest-asyncio rebuilds it on a normal one), nor the other way round.
+
+anyio shares one runner while any async fixture holds it (for instance a module-scoped async
+generator fixture).  The test or fixture that creates the runner decides whether it is virtual;
+a virtual test that finds a real runner already running fails with a clear error instead of
+silently running in real time.
+
+Driving time: the ``virtual_time`` fixture
+------------------------------------------
+A test (or a function-scoped async fixture) that wants to read or drive the clock requests
+``virtual_time``, a :class:`VirtualTime`: ``now()``, ``peek()`` and the awaitable verbs
+``settle()``, ``step()``, ``evolve(dt)``, ``run_until(t)``, ``fast_forward(dt)``, on asyncio and
+on trio alike.  Requesting it from a test that does not run in virtual time is a setup error.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import functools
+import inspect
+import math
+import sys
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+
+import pytest
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from ._loop import VirtualEventLoop
+    from .trio import VirtualClock
+
+__all__ = ["VirtualTime"]
+
+MARKER: Final = "virtualtime"
+
+_MARKER_HELP: Final = (
+    "virtualtime(enabled=True, /, **options): run this async test (pytest-asyncio or anyio) "
+    "in virtual time; options are virtualtime.VirtualEventLoop options (start, autojump, "
+    "history, ...); virtualtime(False) opts out of --virtualtime."
+)
+
+_LOOP_OPTIONS: Final = (
+    "start",
+    "autojump",
+    "autojump_threshold",
+    "rate",
+    "history",
+    "deadlock_timeout",
+    "max_rounds_per_instant",
+    "patch_time",
+    "wall_start",
+)
+"""Keyword options of :class:`virtualtime.VirtualEventLoop` the marker accepts."""
+
+_TRIO_OPTIONS: Final = frozenset(
+    {"start", "autojump", "autojump_threshold", "rate", "deadlock_timeout"}
+)
+"""The subset :class:`virtualtime.trio.VirtualClock` also has."""
+
+_HOOK_NAME: Final = "pytest_asyncio_loop_factories"
+_FACTORY_NAME: Final = "virtualtime"
+_FACTORIES_PLUGIN_NAME: Final = "virtualtime-asyncio-loop-factories"
+
+
+# ------------------------------------------------------------------ settings of a test
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """Whether a test runs in virtual time, and with which loop options."""
+
+    virtual: bool
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def options_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+
+_NOT_VIRTUAL: Final = _Settings(virtual=False)
+
+_SETTINGS_KEY: Final = pytest.StashKey[_Settings]()
+_GLOBAL_KEY: Final = pytest.StashKey[bool]()
+_VALID_VALUES: set[tuple[str, type, Any]] = set()
+"""(option, value) pairs already accepted by the loop: validation builds a loop only once."""
+
+
+def _global_switch(config: pytest.Config) -> bool:
+    """``--virtualtime`` or ``virtualtime = true`` in the ini file."""
+    try:
+        return config.stash[_GLOBAL_KEY]
+    except KeyError:
+        pass
+    value = bool(config.getoption("virtualtime", False)) or bool(config.getini("virtualtime"))
+    config.stash[_GLOBAL_KEY] = value
+    return value
+
+
+def _fail(nodeid: str, problem: str) -> NoReturn:
+    pytest.fail(f"{nodeid}: @pytest.mark.{MARKER}: {problem}", pytrace=False)
+
+
+def _check_option(nodeid: str, name: str, value: Any) -> None:
+    if name not in _LOOP_OPTIONS:
+        _fail(
+            nodeid,
+            f"unknown option {name!r} (={value!r}); the options are those of "
+            f"virtualtime.VirtualEventLoop: {', '.join(_LOOP_OPTIONS)}",
+        )
+    key: tuple[str, type, Any] | None = (name, type(value), value)  # True == 1, but not here
+    try:
+        if key in _VALID_VALUES:
+            return
+    except TypeError:  # unhashable: validate every time
+        key = None
+    from ._loop import VirtualEventLoop
+
+    try:
+        VirtualEventLoop(**{name: value}).close()
+    except (TypeError, ValueError) as exc:
+        _fail(nodeid, f"bad option {name}={value!r}: {exc}")
+    if key is not None:
+        _VALID_VALUES.add(key)
+
+
+def _read_settings(node: pytest.Item) -> _Settings:
+    """Apply the merge rule to ``node``'s marks (validating them) and the global switch."""
+    enabled: bool | None = None
+    options: dict[str, Any] = {}
+    for mark in _marks_closest_first(node):
+        if len(mark.args) > 1:
+            _fail(
+                node.nodeid,
+                f"takes at most one positional argument (enabled: True or False), "
+                f"got {mark.args!r}; pass loop options as keywords",
+            )
+        if mark.args and not isinstance(mark.args[0], bool):
+            _fail(
+                node.nodeid,
+                f"the positional argument must be True or False (whether the test runs in "
+                f"virtual time), got {mark.args[0]!r}; pass loop options as keywords",
+            )
+        for name, value in mark.kwargs.items():
+            _check_option(node.nodeid, name, value)
+            options.setdefault(name, value)
+        if enabled is None:
+            enabled = mark.args[0] if mark.args else True
+    if enabled is None:
+        enabled = _global_switch(node.config)
+    if not enabled:
+        return _NOT_VIRTUAL
+    return _Settings(virtual=True, options=tuple(sorted(options.items())))
+
+
+def _marks_closest_first(node: pytest.Item) -> list[pytest.Mark]:
+    """The node's virtualtime marks: ``pytest.param`` marks, function, class, module.
+
+    pytest lists a parameter's marks after the function's own; for this plugin a mark given
+    to one parameter set is the most specific, so it comes first.
+    """
+    marks = list(node.iter_markers(MARKER))
+    callspec = getattr(node, "callspec", None)
+    param_marks = [m for m in getattr(callspec, "marks", ()) if m.name == MARKER]
+    if not param_marks:
+        return marks
+    return param_marks + [m for m in marks if not any(m is p for p in param_marks)]
+
+
+def _settings(item: pytest.Item) -> _Settings:
+    """The (cached) settings of a collected test."""
+    try:
+        return item.stash[_SETTINGS_KEY]
+    except KeyError:
+        pass
+    settings = _read_settings(item)
+    item.stash[_SETTINGS_KEY] = settings
+    return settings
+
+
+def _own_mark(item: pytest.Item) -> bool:
+    return any(mark.name == MARKER for mark in getattr(item, "own_markers", ()))
+
+
+def _test_function(item: pytest.Item) -> Any:
+    func = getattr(item, "obj", None)
+    hypothesis = getattr(func, "hypothesis", None)
+    inner = getattr(hypothesis, "inner_test", None)
+    return inner if inner is not None else func
+
+
+def _is_async_test(item: pytest.Item) -> bool:
+    return inspect.iscoroutinefunction(_test_function(item))
+
+
+def _is_pytest_asyncio_test(item: pytest.Item) -> bool:
+    return (
+        item.config.pluginmanager.has_plugin("asyncio")
+        and item.get_closest_marker("asyncio") is not None
+        and _is_async_test(item)
+    )
+
+
+def _is_anyio_test(item: pytest.Item) -> bool:
+    return item.config.pluginmanager.has_plugin("anyio") and "anyio_backend" in getattr(
+        item, "fixturenames", ()
+    )
+
+
+# ------------------------------------------------------------------ pytest-asyncio
+
+
+def _pytest_asyncio_has_loop_factories(config: pytest.Config) -> bool:
+    """Whether the installed pytest-asyncio (1.4+) offers ``pytest_asyncio_loop_factories``.
+
+    A feature check rather than a version parse: the hook specification exists exactly when
+    pytest-asyncio can take a loop factory from a plugin.
+    """
+    caller = getattr(config.hook, _HOOK_NAME, None)
+    return caller is not None and getattr(caller, "spec", None) is not None
+
+
+class _LoopFactory:
+    """A zero-argument factory of virtual loops with fixed options.
+
+    Equal options make equal factories: pytest-asyncio caches the loop of a wider
+    ``loop_scope`` by factory, so tests with the same options share one loop.
+    """
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: tuple[tuple[str, Any], ...]) -> None:
+        self.options = options
+
+    def __call__(self) -> VirtualEventLoop:
+        from ._loop import VirtualEventLoop
+
+        return VirtualEventLoop(**dict(self.options))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _LoopFactory):
+            return NotImplemented
+        return self.options == other.options
+
+    def __hash__(self) -> int:
+        try:
+            return hash(self.options)
+        except TypeError:
+            return 0
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{name}={value!r}" for name, value in self.options)
+        return f"virtualtime.new_event_loop({args})"
+
+
+class _AsyncioLoopFactories:
+    """Answers pytest-asyncio's loop-factory hook (see :class:`_FactoriesState` for when).
+
+    pytest-asyncio asks once per test *function* (``item`` is its definition, before
+    parametrization), so the answer is kept in :attr:`decided` for the set-up check.
+    """
+
+    def __init__(self) -> None:
+        self.decided: dict[str, _Settings] = {}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_asyncio_loop_factories(
+        self, config: pytest.Config, item: pytest.Item
+    ) -> Generator[None, Any, Mapping[str, Callable[[], asyncio.AbstractEventLoop]]]:
+        others: Mapping[str, Callable[[], asyncio.AbstractEventLoop]] | None = yield
+        settings = _settings(item)
+        self.decided[item.nodeid] = settings
+        if settings.virtual:
+            return {_FACTORY_NAME: _LoopFactory(settings.options)}
+        if others is not None:
+            return others
+        # pytest-asyncio demands a mapping from every implementation it calls; this is the
+        # loop it makes itself without one (Runner() calls asyncio.new_event_loop()).
+        import asyncio
+
+        return {"asyncio": asyncio.new_event_loop}
+
+
+_FACTORIES_KEY: Final = pytest.StashKey["_FactoriesState"]()
+
+
+class _FactoriesState:
+    """When this session's :class:`_AsyncioLoopFactories` is registered with pytest.
+
+    Once any plugin implements ``pytest_asyncio_loop_factories``, pytest-asyncio parametrizes
+    *every* test it collects with a loop factory at the test's loop scope -- so a fixture of a
+    wider loop scope is then rebuilt for each test.  To leave tests that are not virtual exactly
+    as they were, the implementation is registered only while it is needed: while a virtual
+    test is collected, and while a test is set up that is virtual or follows one (pytest-asyncio
+    then re-checks its cached loop factory, so fixtures of the virtual loop are rebuilt rather
+    than handed to a test on another loop).  With ``--virtualtime`` it stays registered.
+    """
+
+    __slots__ = ("after_virtual", "permanent", "plugin", "usable")
+
+    def __init__(self, config: pytest.Config) -> None:
+        manager = config.pluginmanager
+        self.usable = manager.has_plugin("asyncio") and _pytest_asyncio_has_loop_factories(config)
+        self.plugin = _AsyncioLoopFactories()
+        self.permanent = False
+        self.after_virtual = False
+
+    @contextlib.contextmanager
+    def registered(self, config: pytest.Config) -> Iterator[None]:
+        manager = config.pluginmanager
+        if not self.usable or self.permanent or manager.is_registered(self.plugin):
+            yield
+            return
+        manager.register(self.plugin, name=_FACTORIES_PLUGIN_NAME)
+        try:
+            yield
+        finally:
+            manager.unregister(self.plugin)
+
+
+def _factories(config: pytest.Config) -> _FactoriesState:
+    try:
+        return config.stash[_FACTORIES_KEY]
+    except KeyError:
+        state = config.stash[_FACTORIES_KEY] = _FactoriesState(config)
+        return state
+
+
+# ------------------------------------------------------------------ anyio
+
+
+@dataclasses.dataclass(frozen=True)
+class _AnyioPlan:
+    """What a virtual anyio test needs from the runner anyio builds for it."""
+
+    nodeid: str
+    options: tuple[tuple[str, Any], ...]
+
+    def backend_options(self, backend: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """``given`` (from ``anyio_backend``) plus this test's virtual loop or clock."""
+        options = dict(given)
+        if backend == "asyncio":
+            clash = [name for name in ("loop_factory", "use_uvloop") if options.get(name)]
+            if clash:
+                _fail(
+                    self.nodeid,
+                    f"its anyio_backend already sets {', '.join(clash)}; virtual time needs "
+                    "its own loop (drop those backend options for this test)",
+                )
+            options["loop_factory"] = _LoopFactory(self.options)
+            return options
+        if backend == "trio":
+            if options.get("clock") is not None:
+                _fail(
+                    self.nodeid,
+                    "its anyio_backend already sets a trio clock; virtual time needs its own "
+                    "(drop the 'clock' backend option for this test)",
+                )
+            asyncio_only = [name for name, _ in self.options if name not in _TRIO_OPTIONS]
+            if asyncio_only:
+                _fail(
+                    self.nodeid,
+                    f"option(s) {', '.join(asyncio_only)} exist only on the asyncio loop, "
+                    f"and this test runs on trio; trio's VirtualClock accepts "
+                    f"{', '.join(sorted(_TRIO_OPTIONS))} (restrict the test to asyncio with "
+                    "anyio_backend, or drop the option)",
+                )
+            try:
+                from .trio import VirtualClock
+            except ImportError as exc:  # pragma: no cover - trio is selected, so importable
+                _fail(self.nodeid, f"virtual time on trio needs virtualtime.trio: {exc}")
+            options["clock"] = VirtualClock(**dict(self.options))
+            return options
+        _fail(
+            self.nodeid,
+            f"anyio backend {backend!r} has no virtual time; virtualtime supports 'asyncio' "
+            "and 'trio'",
+        )
+
+
+_ANYIO_PLAN: Final = contextvars.ContextVar[_AnyioPlan | None](
+    "virtualtime_anyio_plan", default=None
+)
+"""The plan of the virtual anyio test being set up, run or torn down (None otherwise)."""
+
+
+class _AnyioPatch:
+    """Wraps ``anyio.pytest_plugin.get_runner`` while any pytest session needs it.
+
+    anyio builds its test runner in exactly one place, ``get_runner(backend_name,
+    backend_options)``; the wrapper adds the virtual loop or clock to ``backend_options`` while
+    a virtual test is active, and is a pass-through otherwise.  Counted, so nested sessions
+    (pytester) install it once and the last one out restores anyio.
+    """
+
+    users = 0
+    original: Callable[[str, dict[str, Any]], Any] | None = None
+
+    @classmethod
+    def acquire(cls) -> bool:
+        """Install (or count one more user of) the wrapper; False if anyio has no seam."""
+        import anyio.pytest_plugin as anyio_plugin
+
+        if cls.users == 0:
+            original = getattr(anyio_plugin, "get_runner", None)
+            if not callable(original):
+                return False
+            cls.original = original
+            anyio_plugin.get_runner = _virtual_get_runner
+        cls.users += 1
+        return True
+
+    @classmethod
+    def release(cls) -> None:
+        if cls.users == 0:
+            return
+        cls.users -= 1
+        if cls.users == 0 and cls.original is not None:
+            import anyio.pytest_plugin as anyio_plugin
+
+            if anyio_plugin.get_runner is _virtual_get_runner:
+                anyio_plugin.get_runner = cls.original  # type: ignore[assignment]
+            cls.original = None
+
+
+_ANYIO_PATCHED_KEY: Final = pytest.StashKey[bool]()
+
+
+def _virtual_get_runner(backend_name: str, backend_options: dict[str, Any]) -> Any:
+    original = _AnyioPatch.original
+    assert original is not None
+    plan = _ANYIO_PLAN.get()
+    if plan is None:
+        return original(backend_name, backend_options)
+    return _virtual_runner(original, plan, backend_name, backend_options)
+
+
+@contextlib.contextmanager
+def _virtual_runner(
+    original: Callable[[str, dict[str, Any]], Any],
+    plan: _AnyioPlan,
+    backend_name: str,
+    backend_options: dict[str, Any],
+) -> Iterator[Any]:
+    options = plan.backend_options(backend_name, backend_options or {})
+    with original(backend_name, options) as runner:
+        yield _CheckedRunner(runner, plan.nodeid, backend_name)
+
+
+class _CheckedRunner:
+    """An anyio test runner (public ``anyio.abc.TestRunner`` API) that checks virtual time.
+
+    Tests check that they really run on a virtual loop or clock (a runner kept alive by a
+    fixture may have been built without one); on trio, tests and async fixtures run guarded
+    so that a deadlock raises DeadlockError rather than hanging.
+    """
+
+    def __init__(self, runner: Any, nodeid: str, backend: str) -> None:
+        self._runner = runner
+        self._nodeid = nodeid
+        self._trio = backend == "trio"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+    def is_running(self) -> bool:
+        return bool(self._runner.is_running())
+
+    def run_test(self, test_func: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]) -> None:
+        nodeid, guard = self._nodeid, self._trio
+
+        async def checked(**kw: Any) -> Any:
+            _require_virtual(f"{nodeid} (marked {MARKER})")
+            if guard:
+                return await _trio_guarded(_named_call(test_func, kw))
+            return await test_func(**kw)
+
+        self._runner.run_test(checked, kwargs)
+
+    def run_fixture(
+        self, fixture_func: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
+    ) -> Any:
+        if not self._trio:
+            return self._runner.run_fixture(fixture_func, kwargs)
+
+        async def guarded(**kw: Any) -> Any:
+            return await _trio_guarded(_named_call(fixture_func, kw))
+
+        return self._runner.run_fixture(guarded, kwargs)
+
+    def run_asyncgen_fixture(
+        self, fixture_func: Callable[..., Any], kwargs: dict[str, Any]
+    ) -> Iterable[Any]:
+        if not self._trio:
+            return self._runner.run_asyncgen_fixture(fixture_func, kwargs)  # type: ignore[no-any-return]
+
+        def guarded(**kw: Any) -> _GuardedAsyncGen:
+            return _GuardedAsyncGen(fixture_func(**kw), fixture_func)
+
+        return self._runner.run_asyncgen_fixture(guarded, kwargs)  # type: ignore[no-any-return]
+
+
+def _named_call(func: Callable[..., Any], kwargs: Mapping[str, Any]) -> Callable[[], Any]:
+    """``func(**kwargs)`` as a call without arguments that keeps ``func``'s name."""
+    call = functools.partial(func, **kwargs)
+    functools.update_wrapper(call, func)
+    return call
+
+
+class _GuardedAsyncGen:
+    """An async generator whose every step runs guarded (one step never spans a yield)."""
+
+    def __init__(self, agen: Any, func: Callable[..., Any]) -> None:
+        self._agen = agen
+        self._func = func
+
+    def asend(self, value: Any) -> Awaitable[Any]:
+        call = functools.partial(self._agen.asend, value)
+        functools.update_wrapper(call, self._func)
+        return _trio_guarded(call)
+
+    def aclose(self) -> Awaitable[Any]:
+        call = functools.partial(self._agen.aclose)
+        functools.update_wrapper(call, self._func)
+        return _trio_guarded(call)
+
+
+async def _trio_guarded(call: Callable[[], Awaitable[Any]]) -> Any:
+    """Await ``call()`` so that a deadlock under a VirtualClock raises DeadlockError."""
+    import trio.lowlevel
+
+    from . import trio as virtual_trio
+
+    clock = trio.lowlevel.current_clock()
+    if not isinstance(clock, virtual_trio.VirtualClock) or clock._guard is not None:
+        return await call()
+    return await virtual_trio._run_guarded(clock, call)
+
+
+# ------------------------------------------------------------------ the running clock
+
+
+def _running_backend(what: str) -> Literal["asyncio", "trio"]:
+    """Which virtual clock runs the current task; a VirtualTimeError if none does."""
+    import asyncio
+
+    from ._errors import VirtualTimeError
+    from ._loop import VirtualEventLoop
+
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        if isinstance(loop, VirtualEventLoop):
+            return "asyncio"
+        raise VirtualTimeError(
+            f"{what} needs virtual time, but it runs on a real event loop "
+            f"({type(loop).__name__}).  With anyio, a runner kept alive by an async fixture of "
+            "a wider scope was built before this test: give that fixture's tests the same "
+            "virtualtime mark (e.g. mark the whole module)"
+        )
+    trio_module = sys.modules.get("trio")
+    if trio_module is not None:
+        try:
+            clock = trio_module.lowlevel.current_clock()
+        except RuntimeError:
+            clock = None
+        if clock is not None:
+            virtual_trio = sys.modules.get("virtualtime.trio")
+            if virtual_trio is not None and isinstance(clock, virtual_trio.VirtualClock):
+                return "trio"
+            raise VirtualTimeError(
+                f"{what} needs virtual time, but trio runs with {type(clock).__name__}.  With "
+                "anyio, a runner kept alive by an async fixture of a wider scope was built "
+                "before this test: give that fixture's tests the same virtualtime mark"
+            )
+    raise VirtualTimeError(
+        f"{what} needs a running virtual event loop or trio VirtualClock; call it from the "
+        "async test (or an async fixture of it)"
+    )
+
+
+def _require_virtual(what: str) -> None:
+    _running_backend(what)
+
+
+class VirtualTime:
+    """The ``virtual_time`` fixture: read and drive the clock of a test in virtual time.
+
+    Request it in a test marked ``@pytest.mark.virtualtime`` (or run with ``--virtualtime``)
+    when the test needs more than instant sleeps: to assert the exact virtual time something
+    happened (``now()``), to see what is scheduled next (``peek()``), or to move time by hand
+    -- typically with ``autojump=False``, where time moves only when the test says so::
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(autojump=False)
+        async def test_cache_expires(virtual_time):
+            cache = TTLCache(ttl=60)
+            cache["k"] = 1
+            await virtual_time.evolve(59.999)
+            assert "k" in cache
+            await virtual_time.evolve(0.001)
+            assert "k" not in cache
+
+    The same methods work on asyncio (pytest-asyncio, or anyio on asyncio) and on trio (anyio
+    on trio).  All of them act on the clock of the *running* test, so call them from the async
+    test body or from its function-scoped async fixtures; they raise
+    :class:`~virtualtime.VirtualTimeError` anywhere else.  The verbs mean what they mean on the
+    loop (see :mod:`virtualtime`): ``settle()`` lets everything that is ready run without moving
+    time; ``step()`` fires the next timer instant; ``evolve(dt)`` fires every timer due in
+    ``[now, now + dt]`` at its own instant and ends at exactly ``now + dt``; ``run_until(t)``
+    does the same up to ``t``; ``fast_forward(dt)`` leaps ``dt`` at once, overdue timers then
+    firing late.  On trio, same-instant wake-ups keep trio's own (random) order.
+    """
+
+    __slots__ = ("_nodeid", "_options")
+
+    def __init__(self, nodeid: str, options: Mapping[str, Any]) -> None:
+        self._nodeid = nodeid
+        self._options = MappingProxyType(dict(options))
+
+    def __repr__(self) -> str:
+        return f"<VirtualTime of {self._nodeid} options={dict(self._options)!r}>"
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """The loop options this test's marks resolved to (read-only)."""
+        return self._options
+
+    @property
+    def backend(self) -> Literal["asyncio", "trio"]:
+        """``"asyncio"`` or ``"trio"``: which virtual clock runs the test."""
+        return _running_backend("virtual_time.backend")
+
+    @property
+    def loop(self) -> VirtualEventLoop:
+        """The running :class:`~virtualtime.VirtualEventLoop` (asyncio only)."""
+        from ._errors import VirtualTimeError
+        from ._loop import running_virtual_loop
+
+        if _running_backend("virtual_time.loop") != "asyncio":
+            raise VirtualTimeError("virtual_time.loop exists on asyncio only; on trio use .clock")
+        return running_virtual_loop("virtual_time.loop")
+
+    @property
+    def clock(self) -> VirtualClock:
+        """The running :class:`virtualtime.trio.VirtualClock` (trio only)."""
+        from ._errors import VirtualTimeError
+
+        if _running_backend("virtual_time.clock") != "trio":
+            raise VirtualTimeError("virtual_time.clock exists on trio only; on asyncio use .loop")
+        import trio.lowlevel
+
+        clock: VirtualClock = trio.lowlevel.current_clock()  # type: ignore[assignment]
+        return clock
+
+    def now(self) -> float:
+        """The virtual time now, in seconds."""
+        if _running_backend("virtual_time.now()") == "asyncio":
+            return self.loop.time()
+        import trio
+
+        return trio.current_time()
+
+    def peek(self) -> float:
+        """Virtual time of the next pending timer or deadline, or ``math.inf``."""
+        if _running_backend("virtual_time.peek()") == "asyncio":
+            return self.loop.peek()
+        import trio
+
+        gap = trio.lowlevel.current_statistics().seconds_to_next_deadline
+        return math.inf if gap == math.inf else trio.current_time() + gap
+
+    async def settle(self) -> float:
+        """Run everything that is ready without moving time; return the time."""
+        if _running_backend("virtual_time.settle()") == "asyncio":
+            from ._control import settle
+
+            return await settle()
+        import trio
+        import trio.testing
+
+        await trio.testing.wait_all_tasks_blocked()
+        return trio.current_time()
+
+    async def step(self) -> float | None:
+        """Fire the next timer instant and let it settle; None if nothing is scheduled."""
+        if _running_backend("virtual_time.step()") == "asyncio":
+            from ._control import step
+
+            return await step()
+        await self.settle()
+        nxt = self.peek()
+        if nxt == math.inf:
+            return None
+        return await self._trio_run_until(nxt)
+
+    async def evolve(self, dt: float) -> float:
+        """Fire every timer due in ``[now, now + dt]`` at its own instant; return ``now + dt``."""
+        from ._time import check_delay, delay_ticks, to_seconds, to_ticks
+
+        dt = check_delay("dt", dt)
+        if _running_backend("virtual_time.evolve()") == "asyncio":
+            from ._control import evolve
+
+            return await evolve(dt)
+        import trio
+
+        return await self._trio_run_until(
+            to_seconds(to_ticks(trio.current_time()) + delay_ticks(dt))
+        )
+
+    async def run_until(self, t: float) -> float:
+        """:meth:`evolve` up to the absolute virtual time ``t`` (not in the past)."""
+        from ._time import check_finite
+
+        t = check_finite("t", t)
+        if _running_backend("virtual_time.run_until()") == "asyncio":
+            from ._control import run_until
+
+            return await run_until(t)
+        import trio
+
+        now = trio.current_time()
+        if t < now:
+            raise ValueError(
+                f"t must not be in the past: t={t!r} < now={now!r} "
+                "(virtual time never goes backwards)"
+            )
+        return await self._trio_run_until(t)
+
+    async def fast_forward(self, dt: float) -> float:
+        """Leap ``dt`` at once; timers the leap made overdue then fire, seeing the new time."""
+        from ._time import check_delay
+
+        dt = check_delay("dt", dt)
+        if _running_backend("virtual_time.fast_forward()") == "asyncio":
+            from ._control import fast_forward
+
+            return await fast_forward(dt)
+        import trio
+
+        self.clock.jump(dt)
+        await trio.lowlevel.checkpoint()
+        return await self.settle()
+
+    async def _trio_run_until(self, t: float) -> float:
+        # Let the clock jump from deadline to deadline (even in manual mode) until this task's
+        # own deadline at t wakes it; then settle at t.  While this task is runnable, or
+        # waits in wait_all_tasks_blocked, the clock never jumps past t.
+        import trio
+
+        clock = self.clock
+        autojump = clock.autojump
+        clock.autojump = True
+        try:
+            await trio.sleep_until(t)
+        finally:
+            clock.autojump = autojump
+        return await self.settle()
+
+
+def _virtual_time_fixture(request: pytest.FixtureRequest) -> VirtualTime:
+    item = request.node
+    if not isinstance(item, pytest.Item):  # pragma: no cover - function scope is an item
+        pytest.fail("virtual_time is a function-scoped fixture", pytrace=False)
+    settings = _settings(item)
+    runner = _is_pytest_asyncio_test(item) or (_is_anyio_test(item) and _is_async_test(item))
+    if not settings.virtual or not runner:
+        why = (
+            "is not marked @pytest.mark.virtualtime (and --virtualtime is off)"
+            if not settings.virtual
+            else "is not an async test run by pytest-asyncio or anyio"
+        )
+        pytest.fail(
+            f"{item.nodeid} requests the virtual_time fixture but does not run in virtual "
+            f"time: it {why}",
+            pytrace=False,
+        )
+    return VirtualTime(item.nodeid, settings.options_dict())
+
+
+virtual_time = pytest.fixture(name="virtual_time")(_virtual_time_fixture)
+
+
+# ------------------------------------------------------------------ pytest hooks
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("virtualtime", "virtual time for async tests")
+    group.addoption(
+        "--virtualtime",
+        action="store_true",
+        default=False,
+        dest="virtualtime",
+        help="run every async test (pytest-asyncio and anyio) in virtual time, except those "
+        "marked virtualtime(False)",
+    )
+    parser.addini(
+        "virtualtime",
+        type="bool",
+        default=False,
+        help="run every async test in virtual time (like --virtualtime)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}{_MARKER_HELP[len(MARKER) :]}")
+    if _global_switch(config):
+        state = _factories(config)
+        if state.usable:
+            config.pluginmanager.register(state.plugin, name=_FACTORIES_PLUGIN_NAME)
+            state.permanent = True
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_ANYIO_PATCHED_KEY, False):
+        config.stash[_ANYIO_PATCHED_KEY] = False
+        _AnyioPatch.release()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, None]:
+    # Runs around pytest-asyncio's own pytest_generate_tests, which asks for loop factories:
+    # validate the marks first, and offer the factory while a virtual test is collected.
+    definition = metafunc.definition
+    if definition.get_closest_marker(MARKER) is None or not _read_settings(definition).virtual:
+        return (yield)
+    with _factories(metafunc.config).registered(metafunc.config):
+        return (yield)
+
+
+def _function_id(item: pytest.Item) -> str:
+    """The node id of the test function ``item`` was parametrized from."""
+    parent = item.parent.nodeid if item.parent is not None else ""
+    return f"{parent}::{getattr(item, 'originalname', item.name)}"
+
+
+def _check_pytest_asyncio_test(item: pytest.Item, settings: _Settings) -> _FactoriesState:
+    """Fail a pytest-asyncio test whose loop cannot be what its marks ask for, saying why."""
+    state = _factories(item.config)
+    if not state.usable:
+        if settings.virtual:
+            pytest.fail(
+                f"{item.nodeid} is marked {MARKER}, but the installed pytest-asyncio cannot "
+                "take a loop factory from a plugin (that needs pytest-asyncio 1.4 or later, "
+                "with its pytest_asyncio_loop_factories hook); upgrade pytest-asyncio, or run "
+                "the test body with virtualtime.run()",
+                pytrace=False,
+            )
+        return state
+    decided = state.plugin.decided.get(_function_id(item), _NOT_VIRTUAL)
+    if decided != settings:
+        pytest.fail(
+            f"{item.nodeid}: @pytest.mark.{MARKER}: pytest-asyncio chose this test's loop "
+            f"from the marks on the test function ({_describe(decided)}), but the test ends "
+            f"up with {_describe(settings)}: a {MARKER} mark in pytest.param(...), or one "
+            "added after collection, comes too late for pytest-asyncio.  Mark the test "
+            "function, its class or its module instead (or use --virtualtime)",
+            pytrace=False,
+        )
+    return state
+
+
+def _describe(settings: _Settings) -> str:
+    if not settings.virtual:
+        return "no virtual time"
+    options = ", ".join(f"{name}={value!r}" for name, value in settings.options)
+    return f"virtual time({options})"
+
+
+def _check_runnable(item: pytest.Item) -> None:
+    """Fail a virtual test that neither pytest-asyncio nor anyio runs, saying why."""
+    if _is_anyio_test(item):
+        if not item.config.stash.get(_ANYIO_PATCHED_KEY, False):
+            pytest.fail(
+                f"{item.nodeid} is marked {MARKER}, but this version of anyio's pytest plugin "
+                "has no get_runner() to give its runner a virtual loop or clock (anyio 4.4 or "
+                "later works)",
+                pytrace=False,
+            )
+        return
+    if _own_mark(item):
+        kind = "an async test" if _is_async_test(item) else "a synchronous test"
+        pytest.fail(
+            f"{item.nodeid} is marked {MARKER}, but it is {kind} that neither pytest-asyncio "
+            "nor anyio runs, so the mark would do nothing.  Mark it @pytest.mark.asyncio (or "
+            "set asyncio_mode = auto) or @pytest.mark.anyio; with pytest-trio, use a fixture "
+            "that returns virtualtime.trio.VirtualClock() instead",
+            pytrace=False,
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    settings = _settings(item)
+    if not _is_pytest_asyncio_test(item):
+        if settings.virtual:
+            _check_runnable(item)
+        return (yield)
+    state = _check_pytest_asyncio_test(item, settings)
+    needed = settings.virtual or state.after_virtual
+    state.after_virtual = settings.virtual
+    if not needed:
+        return (yield)
+    with state.registered(item.config):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    plan: _AnyioPlan | None = None
+    if _is_anyio_test(item):
+        try:
+            settings = _settings(item)
+        except pytest.fail.Exception:  # a bad mark added late: set-up reports it
+            settings = _NOT_VIRTUAL
+        if settings.virtual:
+            plan = _AnyioPlan(item.nodeid, settings.options)
+            if not item.config.stash.get(_ANYIO_PATCHED_KEY, False):
+                # Failure leaves the flag unset; pytest_runtest_setup then fails the test.
+                item.config.stash[_ANYIO_PATCHED_KEY] = _AnyioPatch.acquire()
+    token = _ANYIO_PLAN.set(plan)
+    try:
+        return (yield)
+    finally:
+        _ANYIO_PLAN.reset(token)

@@ -408,31 +408,56 @@ class Clock:
         return None
 
     def _best(self) -> tuple[Fraction, int, Clock, Hashable] | None:
-        """The subtree's earliest occurrence, its instant in this clock's local units."""
+        """The subtree's earliest occurrence, keyed by (instant in the root's base time, seq).
+
+        Keys are compared in base time, never in an intermediate clock's units: a paused
+        clock makes everything overdue beneath it due at one base instant, where only the
+        sequence number (first scheduled, first out) may decide (B14).
+        """
         best: tuple[Fraction, int, Clock, Hashable] | None = None
         head = self._head()
-        if head is not None:
-            best = (head[0], head[1], self, head[2])
+        if head is not None and self._paused_path():
+            # Behind a paused clock every overdue occurrence is due at the same base instant,
+            # so the earliest local instant is not necessarily first: look at them all.
+            for obj, (local, seq) in self._entries.items():
+                base = self._to_base(local)
+                if base is not None and (best is None or (base, seq) < best[:2]):
+                    best = (base, seq, self, obj)
+        elif head is not None:
+            base = self._to_base(head[0])
+            if base is not None:
+                best = (base, head[1], self, head[2])
         for child in self._children:
             found = child._best()
-            if found is None:
-                continue
-            local = child._to_parent(found[0])
-            if local is None:
-                continue
-            if best is None or (local, found[1]) < (best[0], best[1]):
-                best = (local, found[1], found[2], found[3])
+            if found is not None and (best is None or found[:2] < best[:2]):
+                best = found
         return best
+
+    def _paused_path(self) -> bool:
+        clock: Clock | None = self
+        while clock is not None:
+            if not clock._rate:
+                return True
+            clock = clock._parent
+        return False
 
     def _peek(self) -> tuple[Fraction, Clock, Hashable] | None:
         """The next due occurrence: its instant in parent units, its clock, its object."""
         best = self._best()
         if best is None:
             return None
-        instant = self._to_parent(best[0])
-        if instant is None:
+        clock, obj = best[2], best[3]
+        # Map the occurrence's local instant up to this clock's parent units.
+        value: Fraction | None = clock._entries[obj][0]
+        step: Clock | None = clock
+        while value is not None and step is not None:
+            value = step._to_parent(value)
+            if step is self:
+                break
+            step = step._parent
+        if value is None:
             return None
-        return instant, best[2], best[3]
+        return value, clock, obj
 
     def next(self) -> tuple[Hashable, float] | None:
         """``(obj, rel)`` for the earliest occurrence in this clock's subtree, or None.
