@@ -98,6 +98,9 @@ async def fast_forward(dt: float) -> float:
     return await _drive(loop, loop._vt_ticks)
 
 
+_NUMBERS = (float, int)
+
+
 def _check_priority(priority: object) -> int:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"priority must be an int, got {priority!r}")
@@ -111,9 +114,11 @@ async def sleep(delay: float, *, priority: int = 0) -> None:
     (a sensor that must read before the controller acts).  Within one priority, first to
     sleep is first to wake.  ``delay`` must be >= 0 (``math.inf`` sleeps until cancelled).
     """
-    if delay != math.inf:
+    # The common case costs two checks; anything unusual gets the full validation.
+    if (type(delay) not in _NUMBERS or not delay >= 0) and delay != math.inf:
         delay = check_delay("delay", delay)
-    priority = _check_priority(priority)
+    if priority and type(priority) is not int:
+        priority = _check_priority(priority)
     loop = running_virtual_loop("virtualtime.sleep()")
     future: asyncio.Future[None] = loop.create_future()
     handle = loop.call_later(delay, set_result_unless_cancelled, future, None, priority=priority)

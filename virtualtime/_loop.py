@@ -99,7 +99,7 @@ _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
 
 _COMPACT_MIN: Final = 256
-"""Cancelled timers are purged from the heap once there are this many and they are half."""
+"""Cancelled timers are purged from the heap once there are this many and they are a quarter."""
 
 
 class HistoryRecord(NamedTuple):
@@ -585,7 +585,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_purge_cancelled(self) -> None:
         heap = self._vt_heap
-        if self._vt_cancelled > _COMPACT_MIN and self._vt_cancelled * 2 > len(heap):
+        if self._vt_cancelled > _COMPACT_MIN and self._vt_cancelled * 4 > len(heap):
             live = []
             for entry in heap:
                 if entry[3]._cancelled:
@@ -1116,15 +1116,15 @@ def _check_history(history: object) -> int | None:
 def running_virtual_loop(what: str) -> VirtualEventLoop:
     """The running :class:`VirtualEventLoop`, or a :class:`VirtualTimeError` saying why not."""
     loop = _asyncio_events._get_running_loop()
+    if isinstance(loop, VirtualEventLoop):
+        return loop
     if loop is None:
         raise VirtualTimeError(
             f"{what} needs a running virtual event loop, and no event loop is running; "
             "run your code with virtualtime.run(...) or a virtualtime.new_event_loop factory"
         )
-    if not isinstance(loop, VirtualEventLoop):
-        raise VirtualTimeError(
-            f"{what} needs a running virtual event loop, but the running loop is "
-            f"{type(loop).__name__}; create it with virtualtime.new_event_loop "
-            "(asyncio.Runner(loop_factory=virtualtime.new_event_loop))"
-        )
-    return loop
+    raise VirtualTimeError(
+        f"{what} needs a running virtual event loop, but the running loop is "
+        f"{type(loop).__name__}; create it with virtualtime.new_event_loop "
+        "(asyncio.Runner(loop_factory=virtualtime.new_event_loop))"
+    )
