@@ -67,6 +67,7 @@ from ._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
     RateAnchor,
+    check_bool,
     check_delay,
     check_finite,
     check_rate,
@@ -338,8 +339,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     ) -> None:
         # Validate everything before creating any resource (the selector and self-pipe).
         start = check_delay("start", start)
-        if not isinstance(autojump, bool):
-            raise TypeError(f"autojump must be True or False, got {autojump!r}")
+        check_bool("autojump", autojump)
         autojump_threshold = check_delay("autojump_threshold", autojump_threshold)
         rate = check_rate("rate", rate)
         history = _check_history(history)
@@ -350,8 +350,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             )
         if max_rounds_per_instant < 1:
             raise ValueError(f"max_rounds_per_instant must be >= 1, got {max_rounds_per_instant!r}")
-        if not isinstance(patch_time, bool):
-            raise TypeError(f"patch_time must be True or False, got {patch_time!r}")
+        check_bool("patch_time", patch_time)
         from ._patch import TimePatch
 
         wall = TimePatch.check_wall_start(wall_start)
@@ -409,8 +408,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     @autojump.setter
     def autojump(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise TypeError(f"autojump must be True or False, got {value!r}")
+        check_bool("autojump", value)
         self._vt_autojump = value
         self._vt_update_fast()
 

@@ -40,6 +40,7 @@ __all__ = [
     "RESOLUTION",
     "TICKS_PER_SECOND",
     "RateAnchor",
+    "check_bool",
     "check_delay",
     "check_finite",
     "check_rate",
@@ -109,6 +110,13 @@ def check_finite(name: str, value: object) -> float:
     if not math.isfinite(result):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return result
+
+
+def check_bool(name: str, value: object) -> bool:
+    """``value`` if it is exactly True or False, else a ``TypeError`` naming ``name``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_delay(name: str, value: object) -> float:

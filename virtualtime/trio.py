@@ -174,8 +174,7 @@ class VirtualClock(trio.abc.Clock):
         deadlock_timeout: float = 0.25,
     ) -> None:
         start = _time.check_delay("start", start)
-        if not isinstance(autojump, bool):
-            raise TypeError(f"autojump must be True or False, got {autojump!r}")
+        _time.check_bool("autojump", autojump)
         autojump_threshold = _time.check_delay("autojump_threshold", autojump_threshold)
         rate = _time.check_rate("rate", rate)
         deadlock_timeout = _time.check_delay("deadlock_timeout", deadlock_timeout)
@@ -243,8 +242,7 @@ class VirtualClock(trio.abc.Clock):
 
     @autojump.setter
     def autojump(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise TypeError(f"autojump must be True or False, got {value!r}")
+        _time.check_bool("autojump", value)
         self._autojump = value
         self._poke()
 
