@@ -437,7 +437,9 @@ def test_runaway_zero_delay_timer_stops_evolve_with_a_clear_error() -> None:
 
     try:
         loop.call_at(1.0, again)
-        with pytest.raises(virtualtime.RunawayError, match=r"went round \d+ times at virtual time t=1\.0"):
+        with pytest.raises(
+            virtualtime.RunawayError, match=r"went round \d+ times at virtual time t=1\.0"
+        ):
             loop.evolve(10)
         assert 5000 <= count <= 5002
         assert loop.time() == 1.0
