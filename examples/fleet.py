@@ -26,8 +26,7 @@ import anyio
 import anyio.abc
 
 import virtualtime
-from virtualtime.sim._geometry import Between, GuidePath
-from virtualtime.sim._movement import Fleet, Vehicle
+from virtualtime.sim import Between, Fleet, GuidePath, Vehicle
 
 SEED = 16
 BLOCK = 500.0  # metres between junctions
