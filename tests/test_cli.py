@@ -25,6 +25,7 @@ from virtualtime import _cli
 from virtualtime._cli import (
     EXIT_DEADLOCK,
     EXIT_ERROR,
+    EXIT_OK,
     EXIT_UNTIL,
     EXIT_USAGE,
     format_duration,
@@ -692,7 +693,6 @@ def test_progress_bar_stays_hidden_for_quick_runs() -> None:
 
 
 def test_rich_progress_bar_when_rich_is_installed() -> None:
-    pytest.importorskip("rich")
     stream = io.StringIO()
     with _cli._Progress(
         progress_session(1800.0), 3600.0, stream, show_after=0.0, use_rich=True
@@ -700,6 +700,27 @@ def test_rich_progress_bar_when_rich_is_installed() -> None:
         bar.tick()
         assert bar.shown
     assert bar.fraction() == (0.5, 1800.0)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_rich_progress_bar_leaves_the_scripts_output_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # rich's progress display captures stdout by default when its stream is a terminal:
+    # `virtualtime run --until 1d sim.py > results.csv` would then leave the file empty.
+    stream = _Terminal()
+    with _cli._Progress(
+        progress_session(1800.0), 3600.0, stream, show_after=0.0, use_rich=True
+    ) as bar:
+        bar.tick()
+        assert bar.shown
+        print("row 1 [bold]x[/bold]")
+    assert capsys.readouterr().out == "row 1 [bold]x[/bold]\n"
+    assert "row 1" not in stream.getvalue()
 
 
 # ------------------------------------------------------------------ plot
@@ -836,3 +857,56 @@ def test_smoke_virtualtime_version() -> None:
     result = spawn(CONSOLE_SCRIPT, "--version")
     assert result.returncode == 0
     assert result.stdout.startswith(f"virtualtime {virtualtime.__version__}")
+
+
+# ------------------------------------------------------------------ review fixes
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [{"ph": "X", "pid": 1, "tid": 1, "name": "a"}],  # no timestamp
+        [{"ph": "X", "pid": None, "tid": 1, "ts": 0, "name": "a"}],
+        [{"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": [1]}],
+    ],
+)
+def test_plot_reports_a_malformed_trace_without_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, events: list[dict[str, Any]]
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    status, _, err = run(capsys, "plot", path, "-o", tmp_path / "out.png")
+    assert status == EXIT_ERROR
+    assert "malformed trace event #0" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["", "/"])
+def test_plot_of_a_path_that_is_not_a_file_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    status, _, err = run(capsys, "plot", name)
+    assert status == EXIT_USAGE
+    assert "no trace file" in err
+
+
+def test_trace_lands_where_asked_even_if_the_script_changes_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    script = write(
+        tmp_path,
+        "import asyncio, os\nos.chdir('sub')\nasyncio.run(asyncio.sleep(5))\n",
+        "chdir.py",
+    )
+    status, _, _ = run(capsys, "run", "-q", "--trace", "tr.json", script)
+    assert status == EXIT_OK
+    assert (tmp_path / "tr.json").is_file()
+    assert not (tmp_path / "sub" / "tr.json").exists()
+
+
+def test_running_a_missing_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "run", "-m", "no_such_module_for_virtualtime")
+    assert status == EXIT_USAGE
+    assert "no module named 'no_such_module_for_virtualtime'" in err

@@ -611,3 +611,8 @@ def test_call_at_never_fires_before_its_deadline(when: float) -> None:
     fired = virtualtime.run(main())
     assert fired >= when
     assert fired - when <= max(2e-9, when * 4e-16)
+
+
+def test_huge_integer_options_are_a_value_error_naming_the_option() -> None:
+    with pytest.raises(ValueError, match="start must be finite"):
+        virtualtime.new_event_loop(start=10**400)

@@ -733,3 +733,24 @@ def test_reprs() -> None:
     timer = Timer(event)
     assert repr(event) == "<Event nothing time=2.0 period=0.5 priority=5>"
     assert repr(timer) == "<Timer time=-inf events=1>"
+
+
+def test_E12_an_action_that_removes_and_re_adds_itself_is_queued_once() -> None:
+    def readd(event: Event, timer: Timer) -> None:
+        timer.remove(event)
+        timer.add(event)
+
+    def readd_then_fail(event: Event, timer: Timer) -> None:
+        readd(event, timer)
+        raise KeyError("after re-adding")
+
+    timer = Timer(Event(action=readd))
+    timer.run_sync(3)
+    assert len(timer) == 1
+    assert [e.time for e in timer.events] == [4.0]
+
+    failing = Timer(Event(action=readd_then_fail))
+    with pytest.raises(KeyError):
+        failing.run_sync(3)
+    assert len(failing) == 1
+    assert [e.time for e in failing.events] == [1.0]

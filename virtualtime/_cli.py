@@ -815,6 +815,10 @@ class _Progress:
             console=Console(file=self.stream),
             transient=True,
             refresh_per_second=10,
+            # The script's own output must stay where it was going (a file, a pipe), not be
+            # captured and re-rendered on the progress bar's stream.
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self._rich_task = progress.add_task("run", total=1000, visible=False, now="")
         progress.start()
@@ -947,9 +951,22 @@ def _prune(te: traceback.TracebackException, hidden: set[str], depth: int = 0) -
         _prune(inner, hidden, depth + 1)
 
 
+def _module_exists(name: str) -> bool:
+    """Whether ``python -m name`` would find the module (the current folder included)."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+    finally:
+        sys.path.pop(0)
+
+
 def _resolve(args: argparse.Namespace, script_args: list[str]) -> _Target | str:
     """The script or module to run, or an error message."""
     if args.module is not None:
+        if not _module_exists(args.module):
+            return f"no module named {args.module!r}"
         extra = [args.script] if args.script is not None else []
         return _Target(None, args.module, extra + list(args.args) + script_args)
     if args.script is None:
@@ -1013,7 +1030,8 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         )
         return EXIT_USAGE
     if args.trace is not None:
-        folder = os.path.dirname(os.path.abspath(args.trace))
+        args.trace = os.path.abspath(args.trace)  # the script may change directory
+        folder = os.path.dirname(args.trace)
         if not os.path.isdir(folder):
             _error(f"--trace: cannot write {args.trace!r}: folder {folder!r} does not exist")
             return EXIT_USAGE
@@ -1089,7 +1107,7 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
                 dropped = max(clock.key.timers_fired - len(history), 0)
             recorder.add_run(clock.key, clock.label, history, dropped)
         try:
-            count = recorder.write(args.trace, command=_command_line(target))
+            count = recorder.write(str(args.trace), command=_command_line(target))
         except OSError as error:
             _error(f"--trace: cannot write {args.trace!r}: {error.strerror or error}")
             return status or EXIT_ERROR
@@ -1156,10 +1174,10 @@ def _flush(stream: IO[str]) -> None:
 def _command_plot(args: argparse.Namespace) -> int:
     from ._trace import plot_trace
 
-    output = args.output or str(Path(args.trace).with_suffix(".png"))
     if not os.path.isfile(args.trace):
         _error(f"plot: no trace file {os.path.abspath(args.trace)!r}")
         return EXIT_USAGE
+    output = args.output or str(Path(args.trace).with_suffix(".png"))
     try:
         rows = plot_trace(
             args.trace,

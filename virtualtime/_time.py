@@ -106,7 +106,10 @@ def check_finite(name: str, value: object) -> float:
     """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {value!r} ({_type_name(value)})")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:  # an int beyond any float
+        raise ValueError(f"{name} must be finite, got {value!r}") from None
     if not math.isfinite(result):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return result

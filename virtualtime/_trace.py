@@ -45,7 +45,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -467,28 +467,40 @@ def _rows(trace: Mapping[str, Any]) -> tuple[list[_Row], dict[int, str]]:
             found = rows[key] = _Row(pid, tid, name)
         return found
 
-    for event in trace["traceEvents"]:
+    for index, event in enumerate(trace["traceEvents"]):
         if not isinstance(event, dict):
             continue
-        phase = event.get("ph")
-        pid, tid = int(event.get("pid", 0)), int(event.get("tid", 0))
-        if phase == "M":
-            args = event.get("args") or {}
-            if event.get("name") == "thread_name":
-                row(pid, tid).name = str(args.get("name", tid))
-            elif event.get("name") == "thread_sort_index":
-                order[(pid, tid)] = float(args.get("sort_index", tid))
-            elif event.get("name") == "process_name":
-                processes[pid] = str(args.get("name", pid))
-        elif phase == "X":
-            start = float(event["ts"]) / MICROSECONDS
-            end = start + float(event.get("dur", 0.0)) / MICROSECONDS
-            category = str(event.get("cat") or event.get("name") or "span")
-            row(pid, tid).bars.setdefault(category, []).append((start, end))
-        elif phase in ("i", "I"):
-            row(pid, tid).instants.append(float(event["ts"]) / MICROSECONDS)
+        try:
+            _read_event(event, row, processes, order)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ValueError(f"malformed trace event #{index}: {event!r}") from None
     ordered = sorted(rows.values(), key=lambda r: (r.pid, order.get((r.pid, r.tid), r.tid)))
     return [r for r in ordered if not r.empty], processes
+
+
+def _read_event(
+    event: Mapping[str, Any],
+    row: Callable[[int, int], _Row],
+    processes: dict[int, str],
+    order: dict[tuple[int, int], float],
+) -> None:
+    phase = event.get("ph")
+    pid, tid = int(event.get("pid", 0)), int(event.get("tid", 0))
+    if phase == "M":
+        args = event.get("args") or {}
+        if event.get("name") == "thread_name":
+            row(pid, tid).name = str(args.get("name", tid))
+        elif event.get("name") == "thread_sort_index":
+            order[(pid, tid)] = float(args.get("sort_index", tid))
+        elif event.get("name") == "process_name":
+            processes[pid] = str(args.get("name", pid))
+    elif phase == "X":
+        start = float(event["ts"]) / MICROSECONDS
+        end = start + float(event.get("dur", 0.0)) / MICROSECONDS
+        category = str(event.get("cat") or event.get("name") or "span")
+        row(pid, tid).bars.setdefault(category, []).append((start, end))
+    elif phase in ("i", "I"):
+        row(pid, tid).instants.append(float(event["ts"]) / MICROSECONDS)
 
 
 def _time_axis(span: float) -> tuple[float, str, float]:

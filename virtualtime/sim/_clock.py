@@ -121,6 +121,9 @@ class Clock:
     instant falls on one (rates such as 2, 0.5 or 0.25 always do); a clock that runs ``r``
     times faster than the loop and wakes at a deadline between two nanoseconds reads at most
     ``r`` nanoseconds past it.  Count iterations rather than testing ``clock.now % 1 == 0``.
+    Back-to-back ``sleep(dt)`` calls start from that reading, so the error adds up (10,000
+    sleeps of 0.1 on a clock at rate 3 end about 20 µs late); a periodic process that must
+    stay on its grid should ``sleep_until(start + k * dt)`` instead, which does not drift.
 
     Args:
         rate: Speed relative to the parent (a finite number >= 0; 0 is paused).
@@ -339,7 +342,9 @@ class Clock:
         """Sleep ``delay`` units of this clock's time (a finite number >= 0).
 
         The sleep follows the clock: it ends sooner if the clock speeds up meanwhile, later if
-        it slows down, and not at all while the clock (or an ancestor) is paused.
+        it slows down, and not at all while the clock (or an ancestor) is paused.  On a clock
+        whose rate is not a power of two, a wake-up can read a few nanoseconds late (see
+        *Resolution* on the class); prefer :meth:`sleep_until` for long periodic loops.
         """
         delay_value = check_delay("delay", delay)
         await self._sleep_until(self._now() + delay_ticks(delay_value))

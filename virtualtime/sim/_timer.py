@@ -343,8 +343,10 @@ class Timer:
                 f"event time {event.time!r} is before the timer's current time "
                 f"{self.time!r}; time never goes backwards (give the event a later start)"
             )
-        self._push(event)
         event._timer = self
+        if event is self._current:
+            return event  # removed and re-added by its own action: re-queued when it returns
+        self._push(event)
         self._interrupt()
         return event
 
