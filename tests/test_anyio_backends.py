@@ -366,10 +366,13 @@ def test_unknown_backend_is_a_value_error() -> None:
         anyio_run(_sleep_an_hour, backend="curio")
 
 
-@pytest.mark.parametrize("option", ["history", "max_rounds_per_instant"])
-def test_asyncio_only_options_are_refused_on_trio(option: str) -> None:
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("history", 10), ("max_rounds_per_instant", 10), ("patch_time", True), ("wall_start", 0)],
+)
+def test_asyncio_only_options_are_refused_on_trio(option: str, value: object) -> None:
     with pytest.raises(TypeError, match=f"{option} exist only on the asyncio loop"):
-        anyio_run(_sleep_an_hour, backend="trio", **{option: 10})
+        anyio_run(_sleep_an_hour, backend="trio", **{option: value})
 
 
 @backends

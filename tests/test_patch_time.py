@@ -12,11 +12,13 @@ import copyreg
 import datetime
 import logging
 import math
+import os
 import pickle
 import sys
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Coroutine
 from time import monotonic as real_monotonic  # bound before any patch: always the real clock
 from time import time as real_time
@@ -791,3 +793,33 @@ def test_time_patch_repr_names_its_loop() -> None:
         assert "wall_start=0.0" in repr(loop._vt_patch)
     finally:
         loop.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_from_the_loop_thread_sees_real_clocks() -> None:
+    async def main() -> tuple[float, float]:
+        await asyncio.sleep(10)
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            # 3.12+ warns about fork() in a process that has threads (the suite's own);
+            # the child below only reads clocks and writes to a pipe.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: report how far its monotonic clock moves in real time
+            try:
+                start = time.monotonic()
+                time.sleep(0.05)  # real-time: the child's clock must really move
+                os.write(write, repr(time.monotonic() - start).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        data = b""
+        while chunk := os.read(read, 100):
+            data += chunk
+        os.close(read)
+        os.waitpid(pid, 0)  # noqa: ASYNC222 - the child has already written and exited
+        return float(data), time.monotonic()
+
+    child_elapsed, parent_monotonic = virtualtime.run(main(), patch_time=True)
+    assert child_elapsed >= 0.04
+    assert parent_monotonic == 10.0

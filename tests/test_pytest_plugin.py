@@ -671,6 +671,38 @@ def test_anyio_runner_built_without_virtual_time_is_reported(pytester: pytest.Py
     )
 
 
+def test_anyio_runner_reused_with_other_options_is_reported(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_reused_runner="""
+        import anyio
+        import pytest
+
+        pytestmark = [pytest.mark.anyio, pytest.mark.virtualtime]
+
+        @pytest.fixture(scope="module")
+        def anyio_backend():
+            return "asyncio"
+
+        @pytest.fixture(scope="module")
+        async def keeps_the_runner():
+            yield
+
+        async def test_first(keeps_the_runner):
+            await anyio.sleep(1)
+
+        @pytest.mark.virtualtime(start=500)
+        async def test_other_options(keeps_the_runner):
+            pass
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*anyio reuses the runner built for *test_first*this test asks for {'start': 500*"]
+    )
+
+
 # ------------------------------------------------------------------ driving time
 
 

@@ -264,3 +264,18 @@ def test_anyio_from_thread_inside_to_thread_lets_time_move() -> None:
         main, backend="asyncio", backend_options={"loop_factory": virtualtime.new_event_loop}
     )
     assert result == (3.0, 3.0)
+
+
+def test_a_process_pool_job_holds_time_and_returns() -> None:
+    import concurrent.futures
+    import math
+
+    async def main() -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        with concurrent.futures.ProcessPoolExecutor(1) as pool:
+            result = await asyncio.wait_for(
+                loop.run_in_executor(pool, math.factorial, 5), timeout=0.001
+            )
+        return result, now()
+
+    assert virtualtime.run(main()) == (120, 0.0)

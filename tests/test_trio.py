@@ -695,3 +695,19 @@ def test_exceptions_from_main_pass_through() -> None:
 
     with pytest.raises(KeyError, match="boom"):
         virtualtime.trio.run(boom)
+
+
+def test_a_second_deadlock_in_one_run_is_detected_too() -> None:
+    from virtualtime.trio import _run_guarded
+
+    async def main() -> list[int]:
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, VirtualClock)
+        caught = []
+        for attempt in range(2):
+            with pytest.raises(virtualtime.DeadlockError):
+                await _run_guarded(clock, trio.Event().wait)
+            caught.append(attempt)
+        return caught
+
+    assert trio.run(main, clock=VirtualClock(deadlock_timeout=0.05)) == [0, 1]

@@ -24,8 +24,10 @@ _TRIO_OPTIONS: Final = frozenset(
 )
 """Options :class:`virtualtime.trio.VirtualClock` accepts (shared with the asyncio loop)."""
 
-_ASYNCIO_ONLY_OPTIONS: Final = frozenset({"history", "max_rounds_per_instant"})
-"""Options only the asyncio loop has: they describe its timer heap, which trio does not use."""
+_ASYNCIO_ONLY_OPTIONS: Final = frozenset(
+    {"history", "max_rounds_per_instant", "patch_time", "wall_start"}
+)
+"""Options only the asyncio loop has: its timer heap, and the stdlib clocks it can patch."""
 
 
 def anyio_run(
@@ -39,9 +41,10 @@ def anyio_run(
     ``backend="asyncio"`` (the default) runs it on :class:`virtualtime.VirtualEventLoop`;
     ``backend="trio"`` runs it under trio with a :class:`virtualtime.trio.VirtualClock`.
     ``options`` configure the loop or clock: ``start``, ``autojump``, ``autojump_threshold``,
-    ``rate`` and ``deadlock_timeout`` mean the same on both backends; ``history`` and
-    ``max_rounds_per_instant`` exist only on asyncio.  On either backend a deadlock raises
-    :class:`~virtualtime.DeadlockError` instead of hanging.
+    ``rate`` and ``deadlock_timeout`` mean the same on both backends; ``history``,
+    ``max_rounds_per_instant``, ``patch_time`` and ``wall_start`` exist only on asyncio.
+    On either backend a deadlock raises :class:`~virtualtime.DeadlockError` instead of
+    hanging.
 
     It is shorthand for::
 

@@ -627,7 +627,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if executor is None:
                 executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
                 self._default_executor = executor
-        job = executor.submit(self._vt_job, func, args)
+        if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+            # Another process: it cannot wait for this loop, and the job must stay picklable.
+            job = executor.submit(func, *args)
+        else:
+            job = executor.submit(self._vt_job, func, args)
         jobs = self._vt_jobs
         jobs.add(job)
         # Runs in the worker thread (or here, if already done or cancelled): set.discard is

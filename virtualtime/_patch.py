@@ -84,6 +84,7 @@ from __future__ import annotations
 import copyreg
 import datetime as _dt
 import functools
+import os
 import sys
 import threading
 import time as _time
@@ -137,6 +138,17 @@ class _ThreadState(threading.local):
 
 
 _state: Final = _ThreadState()
+
+
+def _forget_in_child() -> None:
+    # A process forked from the loop's thread inherits this thread's state, but not the
+    # running loop: its clocks must be real.  The stand-ins stay installed and fall through.
+    _state.current = None
+    _state.outer = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 @functools.lru_cache(maxsize=64)

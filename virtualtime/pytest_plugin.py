@@ -91,6 +91,7 @@ import functools
 import inspect
 import math
 import sys
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
@@ -516,7 +517,23 @@ def _virtual_runner(
 ) -> Iterator[Any]:
     options = plan.backend_options(backend_name, backend_options or {})
     with original(backend_name, options) as runner:
+        # anyio hands back the runner a wider-scoped async fixture keeps alive, whatever
+        # options were asked for: a test whose marks differ must not silently run on it.
+        built = _RUNNER_BUILT_FOR.setdefault(runner, (plan.nodeid, plan.options))
+        if built[1] != plan.options:
+            _fail(
+                plan.nodeid,
+                f"anyio reuses the runner built for {built[0]} with virtualtime options "
+                f"{dict(built[1])}, but this test asks for {dict(plan.options)}; give the "
+                "tests that share a module- or session-scoped async fixture the same marks",
+            )
         yield _CheckedRunner(runner, plan.nodeid, backend_name)
+
+
+_RUNNER_BUILT_FOR: Final[
+    weakref.WeakKeyDictionary[Any, tuple[str, tuple[tuple[str, Any], ...]]]
+] = weakref.WeakKeyDictionary()
+"""Each live anyio test runner: the test it was built for and that test's options."""
 
 
 class _CheckedRunner:
@@ -794,8 +811,11 @@ class VirtualTime:
             return await run_until(t)
         import trio
 
+        from ._time import to_ticks
+
         now = trio.current_time()
-        if t < now:
+        # Compare in ticks: trio's float deadlines carry noise (0.1 * 3 reads 0.300...04).
+        if to_ticks(t) < to_ticks(now):
             raise ValueError(
                 f"t must not be in the past: t={t!r} < now={now!r} "
                 "(virtual time never goes backwards)"

@@ -598,11 +598,13 @@ async def _run_guarded(
         clock._guard_task = trio.lowlevel.current_task()
         clock._guard_name = getattr(async_fn, "__qualname__", None) or repr(async_fn)
         clock._deadlock = None
+        clock._dormant = False  # a new guarded run: a deadlock in it must be detected afresh
         try:
             return await async_fn(*args)
         finally:
             clock._guard = None
             clock._guard_task = None
+            clock._dormant = False
     error, clock._deadlock = clock._deadlock, None
     if error is None:  # pragma: no cover - only the clock cancels this scope
         raise RuntimeError("virtualtime.trio: the guard scope was cancelled unexpectedly")
