@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol, TypeVar
 
 import pytest
 
 import virtualtime
+
+T = TypeVar("T")
+
+
+class Runner(Protocol):
+    """Runs an async function in virtual time on one anyio backend; returns its result."""
+
+    def __call__(self, main: Callable[[], Awaitable[T]], /) -> T: ...
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def run(request: pytest.FixtureRequest) -> Runner:
+    """Run an async main with anyio in virtual time, once per backend (asyncio and trio)."""
+    backend: str = request.param
+
+    def runner(main: Callable[[], Awaitable[T]], /) -> T:
+        return virtualtime.anyio_run(main, backend=backend)
+
+    return runner
 
 
 @pytest.fixture

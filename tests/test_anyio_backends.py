@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
-from virtualtime._anyio import anyio_run
+from virtualtime import anyio_run
 from virtualtime.trio import VirtualClock
 
 YEAR = 365 * 24 * 3600

@@ -4,35 +4,18 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from fractions import Fraction
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import anyio
 import pytest
+from conftest import Runner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from virtualtime import VirtualTimeError
-from virtualtime._anyio import anyio_run  # exported as virtualtime.anyio_run
 from virtualtime.sim import Clock, EventClock
-
-T = TypeVar("T")
-
-
-class Runner(Protocol):
-    def __call__(self, main: Callable[[], Awaitable[T]]) -> T: ...
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Run an async main on one anyio backend, in virtual time."""
-    backend: str = request.param
-
-    def runner(main: Callable[[], Awaitable[T]]) -> T:
-        return anyio_run(main, backend=backend)
-
-    return runner
 
 
 def ruck_tree() -> tuple[Clock, Clock, Clock, Clock]:

@@ -3,33 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
 
 import anyio
 import pytest
+from conftest import Runner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from virtualtime._anyio import anyio_run  # exported as virtualtime.anyio_run
 from virtualtime.sim import EventInfo, EventQueue
-
-T = TypeVar("T")
-
-
-class Runner(Protocol):
-    def __call__(self, main: Callable[[], Awaitable[T]]) -> T: ...
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Run an async main on one anyio backend, in virtual time."""
-    backend: str = request.param
-
-    def runner(main: Callable[[], Awaitable[T]]) -> T:
-        return anyio_run(main, backend=backend)
-
-    return runner
 
 
 def names(infos: list[EventInfo[str]]) -> list[str]:

@@ -14,9 +14,9 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 import pytest
+from conftest import Runner
 
-from virtualtime import VirtualTimeError
-from virtualtime._anyio import anyio_run  # exported as virtualtime.anyio_run
+from virtualtime import VirtualTimeError, anyio_run
 from virtualtime.sim import PRIORITIES, Event, Timer
 
 T = TypeVar("T")
@@ -25,27 +25,12 @@ RunTimer = Callable[[Timer, float], Awaitable[None]]
 Scenario = Callable[[RunTimer], Coroutine[Any, Any, T]]
 
 
-class Runner(Protocol):
-    def __call__(self, main: Callable[[], Awaitable[T]]) -> T: ...
-
-
 class Simulate(Protocol):
     def __call__(self, scenario: Scenario[T]) -> T: ...
 
 
 def _run_on(backend: str, main: Callable[[], Awaitable[T]]) -> T:
     return anyio_run(main, backend=backend)
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Run an async main on one anyio backend, in virtual time."""
-    backend: str = request.param
-
-    def runner(main: Callable[[], Awaitable[T]]) -> T:
-        return _run_on(backend, main)
-
-    return runner
 
 
 @pytest.fixture(params=["sync", "asyncio", "trio"])

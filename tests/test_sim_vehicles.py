@@ -11,13 +11,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import pytest
 import vehicle_conformance as vc
+from conftest import Runner
 
-import virtualtime
 from virtualtime.sim._geometry import (
     Between,
     DistanceTable,
@@ -41,38 +41,6 @@ ARRIVED = JourneyStatus.ARRIVED
 HALTED = JourneyStatus.HALTED
 REDIRECTED = JourneyStatus.REDIRECTED
 RESET = JourneyStatus.RESET
-
-
-class Run(Protocol):
-    def __call__(self, fn: Callable[[], Awaitable[T]], /) -> T: ...
-
-
-def _trio_clock() -> object:
-    try:
-        from virtualtime.trio import VirtualClock
-    except ImportError:  # stand-in until the virtual trio clock is available
-        import trio.testing
-
-        return trio.testing.MockClock(autojump_threshold=0)
-    return VirtualClock()
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def run(request: pytest.FixtureRequest) -> Run:
-    """Run an async function in virtual time on one anyio backend (both, by parametrization)."""
-    backend: str = request.param
-
-    def runner(fn: Callable[[], Awaitable[T]], /) -> T:
-        async def main() -> T:
-            return await fn()
-
-        if backend == "asyncio":
-            options: dict[str, Any] = {"loop_factory": virtualtime.new_event_loop}
-        else:
-            options = {"clock": _trio_clock()}
-        return anyio.run(main, backend=backend, backend_options=options)
-
-    return runner
 
 
 def approx(x: object) -> Any:
@@ -158,7 +126,7 @@ def test_D1_start_position_is_checked_by_the_geometry() -> None:
 # =============================================================================== D2
 
 
-def test_D2_travel_to_commands_and_returns_at_once(run: Run) -> None:
+def test_D2_travel_to_commands_and_returns_at_once(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -181,7 +149,7 @@ def test_D2_travel_to_commands_and_returns_at_once(run: Run) -> None:
     run(main)
 
 
-def test_D2_unreachable_destination_raises_and_leaves_state(run: Run) -> None:
+def test_D2_unreachable_destination_raises_and_leaves_state(run: Runner) -> None:
     roads = GuidePath([("a", "b", 10.0), ("c", "d", 10.0)])
     van = Vehicle(roads, position="a", velocity=1.0)
 
@@ -205,7 +173,7 @@ def test_D2_unreachable_destination_raises_and_leaves_state(run: Run) -> None:
     run(main)
 
 
-def test_D2_going_nowhere_returns_a_completed_journey(run: Run) -> None:
+def test_D2_going_nowhere_returns_a_completed_journey(run: Runner) -> None:
     ended, hook = recorder()
     van = straight(on_journey_ended=hook)
 
@@ -231,7 +199,7 @@ def test_D2_going_nowhere_returns_a_completed_journey(run: Run) -> None:
     assert ended == []
 
 
-def test_D2_travel_to_clears_halted(run: Run) -> None:
+def test_D2_travel_to_clears_halted(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -250,7 +218,7 @@ def test_D2_travel_to_clears_halted(run: Run) -> None:
 # =============================================================================== D3
 
 
-def test_D3_zero_length_leg_arrives_at_once(run: Run) -> None:
+def test_D3_zero_length_leg_arrives_at_once(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -274,7 +242,7 @@ def test_D3_zero_length_leg_arrives_at_once(run: Run) -> None:
 # =============================================================================== D4
 
 
-def test_D4_step_is_min_of_step_size_and_remaining(run: Run) -> None:
+def test_D4_step_is_min_of_step_size_and_remaining(run: Runner) -> None:
     gate = GateLog()
     van = straight(continuation_gate=gate)
 
@@ -288,7 +256,7 @@ def test_D4_step_is_min_of_step_size_and_remaining(run: Run) -> None:
     assert van.operating_time == approx(1.2)
 
 
-def test_D4_geometry_that_cannot_interpolate_moves_the_leg_in_one_step(run: Run) -> None:
+def test_D4_geometry_that_cannot_interpolate_moves_the_leg_in_one_step(run: Runner) -> None:
     table = DistanceTable({("depot", "shop"): 30.0})
     gate = GateLog()
     van = Vehicle(table, position="depot", velocity=10.0, step_size=1.0, continuation_gate=gate)
@@ -310,7 +278,7 @@ def test_D4_geometry_that_cannot_interpolate_moves_the_leg_in_one_step(run: Run)
     assert van.distance_travelled == 30.0
 
 
-def test_D4_velocity_is_asked_once_per_step_when_the_step_is_planned(run: Run) -> None:
+def test_D4_velocity_is_asked_once_per_step_when_the_step_is_planned(run: Runner) -> None:
     speeds = iter([10.0, 5.0, 20.0, 10.0])
     asked: list[float] = []
 
@@ -330,7 +298,7 @@ def test_D4_velocity_is_asked_once_per_step_when_the_step_is_planned(run: Run) -
     assert outcome.ended == approx(2.25)
 
 
-def test_D4_guide_path_steps_zone_to_zone_ignoring_step_size(run: Run) -> None:
+def test_D4_guide_path_steps_zone_to_zone_ignoring_step_size(run: Runner) -> None:
     line = GuidePath([("A", "B", 30.0), ("B", "C", 50.0), ("C", "D", 20.0)])
     gate = GateLog()
     van = Vehicle(line, position="A", velocity=10.0, step_size=7.0, continuation_gate=gate)
@@ -348,7 +316,7 @@ def test_D4_guide_path_steps_zone_to_zone_ignoring_step_size(run: Run) -> None:
 # =============================================================================== D5
 
 
-def test_D5_each_step_end_credits_odometer_operating_time_and_position(run: Run) -> None:
+def test_D5_each_step_end_credits_odometer_operating_time_and_position(run: Runner) -> None:
     van = straight()
     samples: list[tuple[Point, float, float]] = []
 
@@ -368,7 +336,7 @@ def test_D5_each_step_end_credits_odometer_operating_time_and_position(run: Run)
     ]
 
 
-def test_D5_arrival_places_the_vehicle_exactly_at_the_target(run: Run) -> None:
+def test_D5_arrival_places_the_vehicle_exactly_at_the_target(run: Runner) -> None:
     dest = (10 / 3, 7 / 3, 1 / 7)
     van = Vehicle(Euclidean(3), position=(0.1, 0.2, 0.3), velocity=3.0, step_size=0.7)
 
@@ -382,7 +350,7 @@ def test_D5_arrival_places_the_vehicle_exactly_at_the_target(run: Run) -> None:
     assert van.distance_travelled == pytest.approx(math.dist((0.1, 0.2, 0.3), dest))
 
 
-def test_D5_continuation_gate_can_halt_at_a_decision_point(run: Run) -> None:
+def test_D5_continuation_gate_can_halt_at_a_decision_point(run: Runner) -> None:
     ended, hook = recorder()
     asked: list[Point] = []
 
@@ -407,7 +375,7 @@ def test_D5_continuation_gate_can_halt_at_a_decision_point(run: Run) -> None:
     assert ended == [outcome]
 
 
-def test_D5_continuation_gate_is_not_asked_on_arrival(run: Run) -> None:
+def test_D5_continuation_gate_is_not_asked_on_arrival(run: Runner) -> None:
     gate = GateLog()
     van = straight(continuation_gate=gate)
 
@@ -419,7 +387,7 @@ def test_D5_continuation_gate_is_not_asked_on_arrival(run: Run) -> None:
     assert [position for _, position in gate.seen] == [(5.0, 0.0)]
 
 
-def test_D5_gate_may_not_command_its_own_vehicle(run: Run) -> None:
+def test_D5_gate_may_not_command_its_own_vehicle(run: Runner) -> None:
     def gate(vehicle: Vehicle[Point]) -> bool:
         vehicle.travel_to((0, 0))
         return True
@@ -439,7 +407,7 @@ def test_D5_gate_may_not_command_its_own_vehicle(run: Run) -> None:
 # =============================================================================== D6
 
 
-def test_D6_redirect_completes_the_step_in_flight_then_replans(run: Run) -> None:
+def test_D6_redirect_completes_the_step_in_flight_then_replans(run: Runner) -> None:
     van = straight()
     odometer: list[float] = []
 
@@ -468,7 +436,7 @@ def test_D6_redirect_completes_the_step_in_flight_then_replans(run: Run) -> None
 
 
 @pytest.mark.parametrize("when", [0.05, 0.3, 0.45, 0.55, 1.2, 2.49])
-def test_D6_redirect_is_observed_within_step_size_over_velocity(run: Run, when: float) -> None:
+def test_D6_redirect_is_observed_within_step_size_over_velocity(run: Runner, when: float) -> None:
     van = straight()
 
     async def main() -> JourneyOutcome[Point]:
@@ -487,7 +455,7 @@ def test_D6_redirect_is_observed_within_step_size_over_velocity(run: Run, when: 
 # =============================================================================== D7
 
 
-def test_D7_on_journey_ended_runs_before_any_waiter_wakes(run: Run) -> None:
+def test_D7_on_journey_ended_runs_before_any_waiter_wakes(run: Runner) -> None:
     events: list[str] = []
 
     def hook(vehicle: Vehicle[Point], outcome: JourneyOutcome[Point]) -> None:
@@ -524,7 +492,7 @@ def test_D7_on_journey_ended_runs_before_any_waiter_wakes(run: Run) -> None:
 # =============================================================================== D8
 
 
-def test_D8_halt_credits_partial_step(run: Run) -> None:
+def test_D8_halt_credits_partial_step(run: Runner) -> None:
     ended, hook = recorder()
     van = straight(on_journey_ended=hook)
 
@@ -551,7 +519,7 @@ def test_D8_halt_credits_partial_step(run: Run) -> None:
     assert ended == [outcome]
 
 
-def test_D8_halt_credits_at_the_velocity_the_step_was_planned_with(run: Run) -> None:
+def test_D8_halt_credits_at_the_velocity_the_step_was_planned_with(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -566,7 +534,7 @@ def test_D8_halt_credits_at_the_velocity_the_step_was_planned_with(run: Run) -> 
     assert van.position == approx((2.5, 0.0))
 
 
-def test_D8_halt_at_a_step_end_credits_the_whole_step(run: Run) -> None:
+def test_D8_halt_at_a_step_end_credits_the_whole_step(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -581,7 +549,7 @@ def test_D8_halt_at_a_step_end_credits_the_whole_step(run: Run) -> None:
     assert van.operating_time == approx(0.5)
 
 
-def test_D8_halt_that_finds_the_vehicle_at_its_destination_is_an_arrival(run: Run) -> None:
+def test_D8_halt_that_finds_the_vehicle_at_its_destination_is_an_arrival(run: Runner) -> None:
     van = straight()
 
     async def main() -> JourneyOutcome[Point]:
@@ -597,7 +565,7 @@ def test_D8_halt_that_finds_the_vehicle_at_its_destination_is_an_arrival(run: Ru
     assert not van.is_travelling
 
 
-def test_D8_halt_is_a_noop_unless_moving(run: Run) -> None:
+def test_D8_halt_is_a_noop_unless_moving(run: Runner) -> None:
     ended, hook = recorder()
     van = straight(on_journey_ended=hook)
 
@@ -619,7 +587,7 @@ def test_D8_halt_is_a_noop_unless_moving(run: Run) -> None:
 # =============================================================================== D9
 
 
-def test_D9_resume_replans_from_where_the_halt_left_it(run: Run) -> None:
+def test_D9_resume_replans_from_where_the_halt_left_it(run: Runner) -> None:
     gate = GateLog()
     van = straight(continuation_gate=gate)
 
@@ -647,7 +615,7 @@ def test_D9_resume_replans_from_where_the_halt_left_it(run: Run) -> None:
     assert van.operating_time == approx(0.73 + 9.27)
 
 
-def test_D9_resume_is_a_noop_unless_halted(run: Run) -> None:
+def test_D9_resume_is_a_noop_unless_halted(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -662,7 +630,7 @@ def test_D9_resume_is_a_noop_unless_halted(run: Run) -> None:
     run(main)
 
 
-def test_D9_a_bad_velocity_at_resume_leaves_the_vehicle_halted(run: Run) -> None:
+def test_D9_a_bad_velocity_at_resume_leaves_the_vehicle_halted(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -686,7 +654,7 @@ def test_D9_a_bad_velocity_at_resume_leaves_the_vehicle_halted(run: Run) -> None
 # =============================================================================== D10
 
 
-def test_D10_odometer_and_operating_time_never_decrease(run: Run) -> None:
+def test_D10_odometer_and_operating_time_never_decrease(run: Runner) -> None:
     van = straight()
     samples: list[tuple[float, float]] = []
 
@@ -723,7 +691,7 @@ def test_D10_odometer_and_operating_time_never_decrease(run: Run) -> None:
     assert van.distance_travelled == approx(sum(o.distance for o in spans))
 
 
-def test_D10_record_external_move(run: Run) -> None:
+def test_D10_record_external_move(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -751,7 +719,7 @@ def test_D10_record_external_move(run: Run) -> None:
 # =============================================================================== D11
 
 
-def test_D11_reset_cancels_the_step_and_forgets_the_journey(run: Run) -> None:
+def test_D11_reset_cancels_the_step_and_forgets_the_journey(run: Runner) -> None:
     ended, hook = recorder()
     van = straight(on_journey_ended=hook)
 
@@ -775,7 +743,7 @@ def test_D11_reset_cancels_the_step_and_forgets_the_journey(run: Run) -> None:
     assert ended == []  # a reset is not a journey ending
 
 
-def test_D11_replications_after_reset_are_identical(run: Run) -> None:
+def test_D11_replications_after_reset_are_identical(run: Runner) -> None:
     gate = GateLog()
     van = straight(continuation_gate=gate)
 
@@ -801,7 +769,7 @@ def test_D11_replications_after_reset_are_identical(run: Run) -> None:
     run(main)
 
 
-def test_D11_reset_to_a_given_position_is_validated(run: Run) -> None:
+def test_D11_reset_to_a_given_position_is_validated(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -821,7 +789,7 @@ def test_D11_reset_to_a_given_position_is_validated(run: Run) -> None:
 # =============================================================================== D12
 
 
-def test_D12_a_controller_task_commands_and_another_task_awaits(run: Run) -> None:
+def test_D12_a_controller_task_commands_and_another_task_awaits(run: Runner) -> None:
     van = straight()
     log: list[tuple[str, float]] = []
 
@@ -860,7 +828,7 @@ def test_D12_a_controller_task_commands_and_another_task_awaits(run: Run) -> Non
     assert van.position == (20.0, 20.0)
 
 
-def test_D12_cancelling_a_waiter_does_not_stop_the_vehicle(run: Run) -> None:
+def test_D12_cancelling_a_waiter_does_not_stop_the_vehicle(run: Runner) -> None:
     van = straight()
 
     async def main() -> float:
@@ -876,7 +844,7 @@ def test_D12_cancelling_a_waiter_does_not_stop_the_vehicle(run: Run) -> None:
     assert van.position == (100.0, 0.0)
 
 
-def test_D12_commands_need_the_vehicle_in_service(run: Run) -> None:
+def test_D12_commands_need_the_vehicle_in_service(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -897,7 +865,7 @@ def test_D12_commands_need_the_vehicle_in_service(run: Run) -> None:
     run(main)
 
 
-def test_D12_leaving_a_fleet_waits_for_journeys_in_progress(run: Run) -> None:
+def test_D12_leaving_a_fleet_waits_for_journeys_in_progress(run: Runner) -> None:
     a, b = straight(name="a"), straight(name="b", velocity=5.0)
 
     async def main() -> float:
@@ -912,7 +880,7 @@ def test_D12_leaving_a_fleet_waits_for_journeys_in_progress(run: Run) -> None:
     assert a.position == b.position == (10.0, 0.0)
 
 
-def test_D12_a_fleet_closed_by_cancellation_halts_its_vehicles(run: Run) -> None:
+def test_D12_a_fleet_closed_by_cancellation_halts_its_vehicles(run: Runner) -> None:
     ended, hook = recorder()
     van = straight(on_journey_ended=hook)
 
@@ -936,7 +904,7 @@ def test_D12_a_fleet_closed_by_cancellation_halts_its_vehicles(run: Run) -> None
     assert van.position == (100.0, 0.0)
 
 
-def test_D12_a_cancelled_fleet_does_not_loop_on_a_commanding_callback(run: Run) -> None:
+def test_D12_a_cancelled_fleet_does_not_loop_on_a_commanding_callback(run: Runner) -> None:
     calls: list[JourneyStatus] = []
 
     def shuttle(vehicle: Vehicle[Point], outcome: JourneyOutcome[Point]) -> None:
@@ -961,7 +929,7 @@ def test_D12_a_cancelled_fleet_does_not_loop_on_a_commanding_callback(run: Run) 
     assert van.position == approx((100 - 7.3 / math.sqrt(2), 7.3 / math.sqrt(2)))
 
 
-def test_D12_a_vehicle_serves_one_fleet_at_a_time(run: Run) -> None:
+def test_D12_a_vehicle_serves_one_fleet_at_a_time(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -985,7 +953,7 @@ def test_D12_a_vehicle_serves_one_fleet_at_a_time(run: Run) -> None:
 
 
 def test_D12_an_error_in_on_journey_ended_reaches_the_fleet_after_waking_waiters(
-    run: Run,
+    run: Runner,
 ) -> None:
     def hook(vehicle: Vehicle[Point], outcome: JourneyOutcome[Point]) -> None:
         raise LookupError("dispatcher bug")
@@ -1105,20 +1073,20 @@ SINGLE_STEP = _distance_table()
 
 @pytest.mark.parametrize("prop", list(vc.PROPERTIES))
 @pytest.mark.parametrize("geometry", list(INTERPOLATING))
-def test_D13_conformance(run: Run, geometry: str, prop: str) -> None:
+def test_D13_conformance(run: Runner, geometry: str, prop: str) -> None:
     scenario: vc.Scenario[Any] = INTERPOLATING[geometry]
     run(lambda: vc.PROPERTIES[prop](scenario))
 
 
 @pytest.mark.parametrize("prop", [p for p in vc.PROPERTIES if p != "visible_mid_journey"])
-def test_D13_conformance_single_step_geometry(run: Run, prop: str) -> None:
+def test_D13_conformance_single_step_geometry(run: Runner, prop: str) -> None:
     run(lambda: vc.PROPERTIES[prop](SINGLE_STEP))
 
 
 # =============================================================================== D14
 
 
-def test_D14_a_redirect_wakes_every_earlier_waiter(run: Run) -> None:
+def test_D14_a_redirect_wakes_every_earlier_waiter(run: Runner) -> None:
     van = straight()
     got: dict[str, JourneyOutcome[Point]] = {}
 
@@ -1160,7 +1128,7 @@ def test_D14_a_redirect_wakes_every_earlier_waiter(run: Run) -> None:
     ]
 
 
-def test_D14_operating_time_equals_elapsed_time_despite_speed_changes(run: Run) -> None:
+def test_D14_operating_time_equals_elapsed_time_despite_speed_changes(run: Runner) -> None:
     speeds = [10.0, 2.5, 40.0, 3.0, 7.0]
     calls = [0]
 
@@ -1180,7 +1148,7 @@ def test_D14_operating_time_equals_elapsed_time_despite_speed_changes(run: Run) 
     assert calls[0] == math.ceil(math.dist((0, 0), (50, 20)) / 3.0)
 
 
-def test_D14_a_halted_vehicle_sent_where_it_stands_becomes_idle(run: Run) -> None:
+def test_D14_a_halted_vehicle_sent_where_it_stands_becomes_idle(run: Runner) -> None:
     ended, hook = recorder()
     van = straight(on_journey_ended=hook)
 
@@ -1200,12 +1168,12 @@ def test_D14_a_halted_vehicle_sent_where_it_stands_becomes_idle(run: Run) -> Non
     assert len(ended) == 1  # the halt; standing still is not another journey
 
 
-def test_D14_a_single_step_geometry_fails_the_mid_journey_property(run: Run) -> None:
+def test_D14_a_single_step_geometry_fails_the_mid_journey_property(run: Runner) -> None:
     with pytest.raises(AssertionError, match="never observed part way"):
         run(lambda: vc.PROPERTIES["visible_mid_journey"](SINGLE_STEP))
 
 
-def test_D14_the_same_destination_again_is_the_same_journey(run: Run) -> None:
+def test_D14_the_same_destination_again_is_the_same_journey(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -1235,7 +1203,7 @@ def test_velocity_setting_must_be_positive_and_finite(bad: float) -> None:
 
 
 @pytest.mark.parametrize("value", [0.0, -3.0, math.nan, math.inf])
-def test_velocity_zero_at_command_raises_and_leaves_state(run: Run, value: float) -> None:
+def test_velocity_zero_at_command_raises_and_leaves_state(run: Runner, value: float) -> None:
     van = straight(velocity=lambda: value)
 
     async def main() -> float:
@@ -1250,7 +1218,7 @@ def test_velocity_zero_at_command_raises_and_leaves_state(run: Run, value: float
     assert van.journeys == ()
 
 
-def test_velocity_of_the_wrong_type_at_command_is_a_type_error(run: Run) -> None:
+def test_velocity_of_the_wrong_type_at_command_is_a_type_error(run: Runner) -> None:
     van = straight(velocity=lambda: "fast")
 
     async def main() -> None:
@@ -1262,7 +1230,7 @@ def test_velocity_of_the_wrong_type_at_command_is_a_type_error(run: Run) -> None
     assert not van.is_travelling
 
 
-def test_velocity_zero_mid_journey_halts_then_raises(run: Run) -> None:
+def test_velocity_zero_mid_journey_halts_then_raises(run: Runner) -> None:
     speeds = iter([10.0, 10.0, 0.0])
     ended, hook = recorder()
     van = straight(velocity=lambda: next(speeds), on_journey_ended=hook)
@@ -1289,7 +1257,7 @@ def test_velocity_zero_mid_journey_halts_then_raises(run: Run) -> None:
 # ========================================================================== bad input
 
 
-def test_bad_destinations_raise_and_leave_state(run: Run) -> None:
+def test_bad_destinations_raise_and_leave_state(run: Runner) -> None:
     van = straight()
 
     async def main() -> None:
@@ -1332,7 +1300,7 @@ def test_commands_outside_an_event_loop_say_so() -> None:
 # =================================================================== journeys and logs
 
 
-def test_awaiting_a_finished_journey_returns_at_once(run: Run) -> None:
+def test_awaiting_a_finished_journey_returns_at_once(run: Runner) -> None:
     van = straight(name="van")
 
     async def main() -> None:
@@ -1353,7 +1321,7 @@ def test_awaiting_a_finished_journey_returns_at_once(run: Run) -> None:
     assert repr(van) == "<Vehicle 'van' at (10.0, 0.0), idle>"
 
 
-def test_journeys_log_is_a_trace_of_spans_and_can_be_bounded(run: Run) -> None:
+def test_journeys_log_is_a_trace_of_spans_and_can_be_bounded(run: Runner) -> None:
     full = straight(name="full")
     short = straight(name="short", history=2)
 
@@ -1373,7 +1341,7 @@ def test_journeys_log_is_a_trace_of_spans_and_can_be_bounded(run: Run) -> None:
     assert [o.destination for o in short.journeys] == [(20.0, 0.0), (30.0, 0.0)]
 
 
-def test_on_journey_ended_may_command_the_next_journey(run: Run) -> None:
+def test_on_journey_ended_may_command_the_next_journey(run: Runner) -> None:
     stops = iter([(10, 10), (10, 0)])
 
     def next_stop(vehicle: Vehicle[Point], outcome: JourneyOutcome[Point]) -> None:
@@ -1393,7 +1361,7 @@ def test_on_journey_ended_may_command_the_next_journey(run: Run) -> None:
     assert len(van.journeys) == 3
 
 
-def test_polyline_journey_turns_the_corners(run: Run) -> None:
+def test_polyline_journey_turns_the_corners(run: Runner) -> None:
     gate = GateLog()
     track = Polyline([(0, 0), (10, 0), (10, 10)])
     van = Vehicle(track, position=(0, 0), velocity=4.0, step_size=4.0, continuation_gate=gate)
@@ -1416,7 +1384,7 @@ def test_polyline_journey_turns_the_corners(run: Run) -> None:
     assert van.distance_travelled == approx(34.0)
 
 
-def test_guide_path_halt_between_zones_and_resume(run: Run) -> None:
+def test_guide_path_halt_between_zones_and_resume(run: Runner) -> None:
     grid = GuidePath.grid(1, 4, spacing=100.0)
     van = Vehicle(grid, position=(0, 0), velocity=10.0)
 
