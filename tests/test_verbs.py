@@ -686,3 +686,17 @@ class LoopVersusModel(RuleBasedStateMachine):
 
 TestLoopVersusModel = LoopVersusModel.TestCase
 TestLoopVersusModel.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+@pytest.mark.parametrize("start", [0.0, 3e9])
+def test_step_fires_the_next_timer_even_far_out(start: float) -> None:
+    # At 3e9 s a float cannot tell neighbouring nanoseconds apart: step() must drive to the
+    # timer's own tick, not to a float's rounding of it.
+    loop = virtualtime.new_event_loop(autojump=False, start=start)
+    fired: list[float] = []
+    try:
+        loop.call_later(1e-9, lambda: fired.append(loop.time()))
+        assert loop.step() is not None
+        assert len(fired) == 1
+    finally:
+        loop.close()

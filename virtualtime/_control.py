@@ -71,10 +71,10 @@ async def step() -> float | None:
     await _drive(loop, loop._vt_ticks)
     if loop.timers_fired > fired:  # timers were due at the current instant: that was it
         return loop.time()
-    nxt = loop.peek()
-    if nxt == math.inf:
+    nxt = loop._vt_next_ticks()
+    if nxt is None:
         return None
-    return await _drive(loop, to_ticks(nxt))
+    return await _drive(loop, nxt)
 
 
 async def evolve(dt: float) -> float:

@@ -238,12 +238,11 @@ def _describe_task(task: asyncio.Task[Any]) -> tuple[str, str]:
 
 
 class _Drive:
-    """Somebody waiting for the loop to be idle at ``target`` ticks."""
+    """Somebody waiting for the loop to be idle at a target instant (the heap key)."""
 
-    __slots__ = ("future", "target")
+    __slots__ = ("future",)
 
-    def __init__(self, target: int, future: asyncio.Future[float] | None) -> None:
-        self.target = target
+    def __init__(self, future: asyncio.Future[float] | None) -> None:
         self.future = future  # None: an outside verb, which stops the loop instead
 
 
@@ -1001,10 +1000,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def peek(self) -> float:
         """Virtual time of the next pending timer, or ``math.inf`` if there is none."""
+        ticks = self._vt_next_ticks()
+        return math.inf if ticks is None else max(to_seconds(ticks), self._vt_now)
+
+    def _vt_next_ticks(self) -> int | None:
+        """The tick of the next pending (live, finite) timer, or None."""
         self._vt_purge_cancelled()
         if not self._vt_heap or self._vt_heap[0][0] >= _NEVER:
-            return math.inf
-        return max(to_seconds(self._vt_heap[0][0]), self._vt_now)
+            return None
+        return max(self._vt_heap[0][0], self._vt_ticks)
 
     def settle(self) -> float:
         """Run everything that is ready (and timers due now) without moving time."""
@@ -1024,10 +1028,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_drive_outside(self._vt_ticks)
         if self._vt_fired > fired:  # timers were due at the current instant: that was it
             return self.time()
-        nxt = self.peek()
-        if nxt == math.inf:
+        nxt = self._vt_next_ticks()
+        if nxt is None:
             return None
-        self._vt_drive_outside(to_ticks(nxt))
+        self._vt_drive_outside(nxt)
         return self.time()
 
     def evolve(self, dt: float) -> float:
@@ -1083,7 +1087,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._check_closed()  # asyncio-private: the stock "Event loop is closed" check.
 
     def _vt_drive_outside(self, target: int) -> None:
-        drive = _Drive(target, None)
+        drive = _Drive(None)
         heapq.heappush(self._vt_drives, (target, next(self._vt_seq), drive))
         self._vt_instant_count = 0
         try:
@@ -1094,7 +1098,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_drive_inside(self, target: int) -> asyncio.Future[float]:
         future: asyncio.Future[float] = self.create_future()
-        heapq.heappush(self._vt_drives, (target, next(self._vt_seq), _Drive(target, future)))
+        heapq.heappush(self._vt_drives, (target, next(self._vt_seq), _Drive(future)))
         self._vt_instant_count = 0
         return future
 
