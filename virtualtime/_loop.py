@@ -92,6 +92,9 @@ _heappop: Final = heapq.heappop
 _heappush: Final = heapq.heappush
 _current_task: Final = asyncio.current_task
 _FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
+_modules: Final = sys.modules
+_ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
+"""Only once anyio's asyncio backend is loaded can its worker threads exist."""
 
 _NEVER: Final = 1 << 125
 """Tick value of a timer that can never fire (scheduled at +inf)."""
@@ -680,7 +683,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if len(self._vt_jobs) > len(self._vt_job_threads):
                 return True  # submitted and not started yet, or just finishing
             threads.extend(self._vt_job_threads)
-        if _active_threads() > 1 and "anyio._backends._asyncio" in sys.modules:
+        if _ANYIO_ASYNCIO in _modules and _active_threads() > 1:
             # anyio runs to_thread.run_sync jobs on its own worker threads (not an executor).
             # A worker belongs to a loop (``.loop``) and is busy while it is not in its
             # pool's idle deque.  These are anyio implementation details, duck-typed here and
@@ -741,7 +744,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and not self._vt_jobs
             and self._vt_selector.registered == 1
             and not self._vt_signals
-            and _active_threads() == 1
+            and (_ANYIO_ASYNCIO not in _modules or _active_threads() == 1)
         ):
             # Pure virtual time and nothing outside to wait for: jump straight to the head
             # (what _vt_idle would decide, without its general bookkeeping).
