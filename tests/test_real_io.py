@@ -177,7 +177,7 @@ def test_threshold_zero_lets_the_virtual_timeout_win(slow_echo_server: int) -> N
 
 # ---------------------------------------------------------------- subprocesses
 
-_CHILD = [sys.executable, "-c", "import time; time.sleep(0.2); print('bye')"]
+_CHILD = [sys.executable, "-c", "import time; time.sleep(0.2); print('bye')"]  # real-time: peer
 
 
 async def _child(timeout: float) -> tuple[int, bytes]:
