@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
+from virtualtime._loop import check_loop_options
 
 YEAR = 365 * 24 * 3600
 
@@ -459,6 +460,8 @@ def test_bad_options_are_rejected_by_name(
 ) -> None:
     with pytest.raises(error, match=fragment):
         virtualtime.new_event_loop(**options)
+    with pytest.raises(error, match=fragment):  # the same verdict, without building a loop
+        check_loop_options(**options)
     coro = _a_year()
     with pytest.raises(error, match=fragment):
         virtualtime.run(coro, **options)

@@ -711,3 +711,14 @@ def test_a_second_deadlock_in_one_run_is_detected_too() -> None:
         return caught
 
     assert trio.run(main, clock=VirtualClock(deadlock_timeout=0.05)) == [0, 1]
+
+
+def test_the_shared_option_names_are_the_clocks_own() -> None:
+    import inspect
+
+    from virtualtime._anyio import TRIO_OPTIONS
+    from virtualtime._loop import LOOP_OPTIONS
+
+    clock_options = set(inspect.signature(VirtualClock.__init__).parameters) - {"self"}
+    assert set(TRIO_OPTIONS) == clock_options
+    assert set(TRIO_OPTIONS) <= set(LOOP_OPTIONS)

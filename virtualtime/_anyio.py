@@ -13,21 +13,20 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-__all__ = ("anyio_run",)
+__all__ = ("TRIO_OPTIONS", "anyio_run")
 
 _T = TypeVar("_T")
 
 _BACKENDS: Final = ("asyncio", "trio")
 
-_TRIO_OPTIONS: Final = frozenset(
+TRIO_OPTIONS: Final = frozenset(
     {"start", "autojump", "autojump_threshold", "rate", "deadlock_timeout"}
 )
-"""Options :class:`virtualtime.trio.VirtualClock` accepts (shared with the asyncio loop)."""
+"""The loop options :class:`virtualtime.trio.VirtualClock` also has, with the same meaning.
 
-_ASYNCIO_ONLY_OPTIONS: Final = frozenset(
-    {"history", "max_rounds_per_instant", "patch_time", "wall_start"}
-)
-"""Options only the asyncio loop has: its timer heap, and the stdlib clocks it can patch."""
+The rest (``history``, ``max_rounds_per_instant``, ``patch_time``, ``wall_start``) describe
+the asyncio loop's timer heap and the stdlib clocks it can patch, which trio does not use.
+"""
 
 
 def anyio_run(
@@ -64,24 +63,26 @@ def anyio_run(
     import anyio
 
     if backend == "asyncio":
+        from ._loop import check_loop_options
         from ._runner import new_event_loop
 
-        # Build one loop now so that bad options fail here, before anyio starts anything.
-        new_event_loop(**options).close()
+        check_loop_options(**options)  # bad options fail here, before anyio starts anything
         factory = functools.partial(new_event_loop, **options)
         return anyio.run(main, *args, backend="asyncio", backend_options={"loop_factory": factory})
 
-    asyncio_only = sorted(_ASYNCIO_ONLY_OPTIONS.intersection(options))
+    from ._loop import LOOP_OPTIONS
+
+    asyncio_only = sorted(set(LOOP_OPTIONS).intersection(options) - TRIO_OPTIONS)
     if asyncio_only:
         raise TypeError(
             f"option(s) {', '.join(asyncio_only)} exist only on the asyncio loop; "
-            f"backend='trio' accepts {', '.join(sorted(_TRIO_OPTIONS))}"
+            f"backend='trio' accepts {', '.join(sorted(TRIO_OPTIONS))}"
         )
-    unknown = sorted(set(options) - _TRIO_OPTIONS)
+    unknown = sorted(set(options) - TRIO_OPTIONS)
     if unknown:
         raise TypeError(
             f"unknown option(s) {', '.join(unknown)} for backend='trio'; "
-            f"it accepts {', '.join(sorted(_TRIO_OPTIONS))}"
+            f"it accepts {', '.join(sorted(TRIO_OPTIONS))}"
         )
     from . import trio as virtual_trio
 

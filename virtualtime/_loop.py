@@ -49,6 +49,7 @@ import concurrent.futures
 import contextvars
 import datetime
 import heapq
+import inspect
 import itertools
 import math
 import os
@@ -78,8 +79,10 @@ from ._time import (
 )
 
 __all__ = [
+    "LOOP_OPTIONS",
     "HistoryRecord",
     "VirtualEventLoop",
+    "check_loop_options",
     "running_virtual_loop",
     "set_result_unless_cancelled",
 ]
@@ -340,22 +343,25 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         wall_start: float | datetime.datetime | None = None,
     ) -> None:
         # Validate everything before creating any resource (the selector and self-pipe).
-        start = check_delay("start", start)
-        check_bool("autojump", autojump)
-        autojump_threshold = check_delay("autojump_threshold", autojump_threshold)
-        rate = check_rate("rate", rate)
-        history = _check_history(history)
-        deadlock_timeout = check_delay("deadlock_timeout", deadlock_timeout)
-        if isinstance(max_rounds_per_instant, bool) or not isinstance(max_rounds_per_instant, int):
-            raise TypeError(
-                f"max_rounds_per_instant must be an int, got {max_rounds_per_instant!r}"
-            )
-        if max_rounds_per_instant < 1:
-            raise ValueError(f"max_rounds_per_instant must be >= 1, got {max_rounds_per_instant!r}")
-        check_bool("patch_time", patch_time)
+        (
+            start,
+            autojump_threshold,
+            rate,
+            history,
+            deadlock_timeout,
+            wall,
+        ) = _validated(
+            start,
+            autojump,
+            autojump_threshold,
+            rate,
+            history,
+            deadlock_timeout,
+            max_rounds_per_instant,
+            patch_time,
+            wall_start,
+        )
         from ._patch import TimePatch
-
-        wall = TimePatch.check_wall_start(wall_start)
 
         self._vt_ticks = to_ticks(start)
         self._vt_now = to_seconds(self._vt_ticks)
@@ -1108,6 +1114,54 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_cancel_drive(self, future: asyncio.Future[float]) -> None:
         self._vt_drives[:] = [e for e in self._vt_drives if e[2].future is not future]
         heapq.heapify(self._vt_drives)
+
+
+_INIT_SIGNATURE: Final = inspect.signature(VirtualEventLoop.__init__)
+
+LOOP_OPTIONS: Final = tuple(_INIT_SIGNATURE.parameters)[1:]
+"""The keyword options of :class:`VirtualEventLoop`, in signature order."""
+
+
+def check_loop_options(**options: Any) -> None:
+    """Raise the error :class:`VirtualEventLoop` would raise for ``options``, creating nothing.
+
+    For callers that validate options long before (or instead of) building a loop: the anyio
+    helper and the pytest plugin.
+    """
+    bound = _INIT_SIGNATURE.bind(None, **options)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    del arguments["self"]
+    _validated(**arguments)
+
+
+def _validated(
+    start: object,
+    autojump: object,
+    autojump_threshold: object,
+    rate: object,
+    history: object,
+    deadlock_timeout: object,
+    max_rounds_per_instant: object,
+    patch_time: object,
+    wall_start: object,
+) -> tuple[float, float, float, int | None, float, float]:
+    """Check every option; return the normalised numbers (and the wall-clock epoch)."""
+    start_value = check_delay("start", start)
+    check_bool("autojump", autojump)
+    threshold = check_delay("autojump_threshold", autojump_threshold)
+    rate_value = check_rate("rate", rate)
+    kept = _check_history(history)
+    deadlock = check_delay("deadlock_timeout", deadlock_timeout)
+    if isinstance(max_rounds_per_instant, bool) or not isinstance(max_rounds_per_instant, int):
+        raise TypeError(f"max_rounds_per_instant must be an int, got {max_rounds_per_instant!r}")
+    if max_rounds_per_instant < 1:
+        raise ValueError(f"max_rounds_per_instant must be >= 1, got {max_rounds_per_instant!r}")
+    check_bool("patch_time", patch_time)
+    from ._patch import TimePatch
+
+    wall = TimePatch.check_wall_start(wall_start)
+    return start_value, threshold, rate_value, kept, deadlock, wall
 
 
 def _check_history(history: object) -> int | None:

@@ -104,6 +104,9 @@ if TYPE_CHECKING:
     from ._loop import VirtualEventLoop
     from .trio import VirtualClock
 
+from ._anyio import TRIO_OPTIONS
+from ._loop import LOOP_OPTIONS, check_loop_options
+
 __all__ = ["VirtualTime"]
 
 MARKER: Final = "virtualtime"
@@ -114,23 +117,6 @@ _MARKER_HELP: Final = (
     "history, ...); virtualtime(False) opts out of --virtualtime."
 )
 
-_LOOP_OPTIONS: Final = (
-    "start",
-    "autojump",
-    "autojump_threshold",
-    "rate",
-    "history",
-    "deadlock_timeout",
-    "max_rounds_per_instant",
-    "patch_time",
-    "wall_start",
-)
-"""Keyword options of :class:`virtualtime.VirtualEventLoop` the marker accepts."""
-
-_TRIO_OPTIONS: Final = frozenset(
-    {"start", "autojump", "autojump_threshold", "rate", "deadlock_timeout"}
-)
-"""The subset :class:`virtualtime.trio.VirtualClock` also has."""
 
 _HOOK_NAME: Final = "pytest_asyncio_loop_factories"
 _FACTORY_NAME: Final = "virtualtime"
@@ -155,7 +141,6 @@ _NOT_VIRTUAL: Final = _Settings(virtual=False)
 
 _SETTINGS_KEY: Final = pytest.StashKey[_Settings]()
 _GLOBAL_KEY: Final = pytest.StashKey[bool]()
-_VALID_VALUES: set[tuple[str, type, Any]] = set()
 """(option, value) pairs already accepted by the loop: validation builds a loop only once."""
 
 
@@ -175,26 +160,16 @@ def _fail(nodeid: str, problem: str) -> NoReturn:
 
 
 def _check_option(nodeid: str, name: str, value: Any) -> None:
-    if name not in _LOOP_OPTIONS:
+    if name not in LOOP_OPTIONS:
         _fail(
             nodeid,
             f"unknown option {name!r} (={value!r}); the options are those of "
-            f"virtualtime.VirtualEventLoop: {', '.join(_LOOP_OPTIONS)}",
+            f"virtualtime.VirtualEventLoop: {', '.join(LOOP_OPTIONS)}",
         )
-    key: tuple[str, type, Any] | None = (name, type(value), value)  # True == 1, but not here
     try:
-        if key in _VALID_VALUES:
-            return
-    except TypeError:  # unhashable: validate every time
-        key = None
-    from ._loop import VirtualEventLoop
-
-    try:
-        VirtualEventLoop(**{name: value}).close()
+        check_loop_options(**{name: value})
     except (TypeError, ValueError) as exc:
         _fail(nodeid, f"bad option {name}={value!r}: {exc}")
-    if key is not None:
-        _VALID_VALUES.add(key)
 
 
 def _read_settings(node: pytest.Item) -> _Settings:
@@ -429,13 +404,13 @@ class _AnyioPlan:
                     "its anyio_backend already sets a trio clock; virtual time needs its own "
                     "(drop the 'clock' backend option for this test)",
                 )
-            asyncio_only = [name for name, _ in self.options if name not in _TRIO_OPTIONS]
+            asyncio_only = [name for name, _ in self.options if name not in TRIO_OPTIONS]
             if asyncio_only:
                 _fail(
                     self.nodeid,
                     f"option(s) {', '.join(asyncio_only)} exist only on the asyncio loop, "
                     f"and this test runs on trio; trio's VirtualClock accepts "
-                    f"{', '.join(sorted(_TRIO_OPTIONS))} (restrict the test to asyncio with "
+                    f"{', '.join(sorted(TRIO_OPTIONS))} (restrict the test to asyncio with "
                     "anyio_backend, or drop the option)",
                 )
             try:
