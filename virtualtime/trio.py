@@ -440,17 +440,7 @@ class VirtualClock(trio.abc.Clock):
         guard.cancel()
 
     def _guarded_tasks(self) -> list[trio.lowlevel.Task]:
-        root = self._guard_task
-        if root is None:
-            return []
-        tasks: list[trio.lowlevel.Task] = []
-        stack = [root]
-        while stack:
-            task = stack.pop()
-            tasks.append(task)
-            for nursery in reversed(task.child_nurseries):
-                stack.extend(sorted(nursery.child_tasks, key=_task_name, reverse=True))
-        return tasks
+        return _task_tree(self._guard_task)
 
     def _describe(self, task: trio.lowlevel.Task) -> tuple[str, str]:
         """``(name, where)``: the task's awaits, outermost first, trimmed of trio's insides."""
@@ -572,7 +562,11 @@ def _task_name(task: trio.lowlevel.Task) -> str:
 
 
 def _all_tasks() -> list[trio.lowlevel.Task]:
-    root = trio.lowlevel.current_root_task()
+    return _task_tree(trio.lowlevel.current_root_task())
+
+
+def _task_tree(root: trio.lowlevel.Task | None) -> list[trio.lowlevel.Task]:
+    """``root`` and its descendants, depth first, siblings in name order (a stable report)."""
     if root is None:
         return []
     tasks: list[trio.lowlevel.Task] = []
@@ -580,8 +574,8 @@ def _all_tasks() -> list[trio.lowlevel.Task]:
     while stack:
         task = stack.pop()
         tasks.append(task)
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
+        for nursery in reversed(task.child_nurseries):
+            stack.extend(sorted(nursery.child_tasks, key=_task_name, reverse=True))
     return tasks
 
 
