@@ -50,20 +50,18 @@ import contextvars
 import datetime
 import heapq
 import inspect
-import itertools
 import math
 import os
-import selectors
 import sys
 import threading
 import time as _time_module
 from asyncio import events as _asyncio_events
 from asyncio.log import logger as _asyncio_logger
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from ._errors import DeadlockError, RunawayError, VirtualTimeError
+from ._outside import CountingSelector, OutsideWork
 from ._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
@@ -77,6 +75,7 @@ from ._time import (
     to_seconds,
     to_ticks,
 )
+from ._timers import NEVER, TimerQueue
 
 __all__ = [
     "LOOP_OPTIONS",
@@ -99,14 +98,10 @@ _modules: Final = sys.modules
 _ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
 """Only once anyio's asyncio backend is loaded can its worker threads exist."""
 
-_NEVER: Final = 1 << 125
-"""Tick value of a timer that can never fire (scheduled at +inf)."""
+_NEVER: Final = NEVER
 
 _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
-
-_COMPACT_MIN: Final = 256
-"""Cancelled timers are purged from the heap once there are this many and they are a quarter."""
 
 
 class HistoryRecord(NamedTuple):
@@ -126,22 +121,6 @@ class HistoryRecord(NamedTuple):
     what: str
     scheduled: float
     task_id: int | None = None
-
-
-class _Selector(selectors.DefaultSelector):
-    """The platform selector, counting registrations so the loop can skip idle polls."""
-
-    registered: int = 0
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        key = super().register(fileobj, events, data)
-        self.registered = len(self.get_map())
-        return key
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        key = super().unregister(fileobj)
-        self.registered = len(self.get_map())
-        return key
 
 
 class _Timer(asyncio.TimerHandle):
@@ -178,7 +157,7 @@ class _Timer(asyncio.TimerHandle):
         # which asks get_debug(); a non-debug timer needs only this.
         if not self._cancelled:
             if self._scheduled:
-                self._loop._vt_cancelled += 1  # type: ignore[attr-defined]
+                self._loop._vt_timers.cancelled += 1  # type: ignore[attr-defined]
             self._cancelled = True
             self._callback = None  # type: ignore[assignment]
             self._args = None  # type: ignore[assignment]
@@ -212,16 +191,12 @@ def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
     return HistoryRecord(to_seconds(ticks), priority, seq, name, to_seconds(scheduled))
 
 
-def _waits_for_a_future(frame: FrameType | None) -> bool:
-    """Is this thread blocked in ``concurrent.futures.Future.result()``?"""
-    depth = 0
-    while frame is not None and depth < 8:
-        code = frame.f_code
-        if code.co_name == "result" and code.co_filename.endswith(_FUTURES_BASE):
-            return True
-        frame = frame.f_back
-        depth += 1
-    return False
+def _is_process_pool(executor: concurrent.futures.Executor) -> bool:
+    # Reading concurrent.futures.ProcessPoolExecutor imports multiprocessing (a lazy module
+    # attribute), which does file-system work on the loop thread; if the module that defines
+    # it was never imported, no executor can be one.
+    process = _modules.get("concurrent.futures.process")
+    return process is not None and isinstance(executor, process.ProcessPoolExecutor)
 
 
 def _describe_task(task: asyncio.Task[Any]) -> tuple[str, str]:
@@ -366,18 +341,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_ticks = to_ticks(start)
         self._vt_now = to_seconds(self._vt_ticks)
         self._vt_start = self._vt_now
-        self._vt_heap: list[tuple[int, int, int, asyncio.TimerHandle]] = []
-        self._vt_seq = itertools.count()
-        self._vt_cancelled = 0
+        # seq -> (tick it was scheduled at, task that scheduled it), kept only with history.
+        self._vt_scheduled_at: dict[int, tuple[int, asyncio.Task[Any] | None]] = {}
+        self._vt_timers = TimerQueue(on_discard=self._vt_forget_seq)
+        # The timer heap itself, read directly on the hot path (the queue changes it in place).
+        self._vt_heap: list[tuple[int, int, int, asyncio.TimerHandle]] = self._vt_timers.heap
+        self._vt_seq = self._vt_timers.next_seq
         self._vt_autojump = autojump
         self._vt_threshold = autojump_threshold
         self._vt_deadlock_timeout = deadlock_timeout
         self._vt_max_instant = max_rounds_per_instant
         self._vt_instant_count = 0
         self._vt_drives: list[tuple[int, int, _Drive]] = []
-        self._vt_jobs: set[concurrent.futures.Future[Any]] = set()
-        self._vt_job_threads: set[int] = set()
-        self._vt_holds = 0
         self._vt_target: asyncio.Future[Any] | None = None
         self._vt_fired = 0
         # Raw records (fired tick, priority, seq, task or callback, scheduled tick), turned
@@ -385,20 +360,22 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_history: collections.deque[tuple[int, int, int, object, int]] | None = (
             collections.deque(maxlen=history) if history else None
         )
-        # seq -> (tick it was scheduled at, task that scheduled it), kept only with history.
-        self._vt_scheduled_at: dict[int, tuple[int, asyncio.Task[Any] | None]] = {}
         self._vt_paced = rate > 0
         self._vt_anchor = RateAnchor(self._vt_now, rate)
+        self._vt_selector = CountingSelector()
+        self._vt_world = OutsideWork(self, self._vt_selector)
         self._vt_fast = False
         self._vt_update_fast()
         self._vt_patch = TimePatch(self, wall) if patch_time else None
         self._vt_wall = wall
-        self._vt_selector = _Selector()
         super().__init__(selector=self._vt_selector)
         # asyncio-private: add_signal_handler() delivers signals through the self-pipe, which
         # only a poll drains; the Unix loop keeps its handlers in this dict (same object for
         # the loop's life), absent on other platforms.
         self._vt_signals: dict[int, Any] = getattr(self, "_signal_handlers", {})
+        self._vt_world.signals = self._vt_signals
+        # asyncio-private: _ssock is the read end of the self-pipe, which is not outside work.
+        self._vt_world.self_pipe = self._ssock.fileno()  # type: ignore[attr-defined]
         # asyncio-private: _clock_resolution is what the stock _run_once adds to time() to
         # find due timers.  Ours compares integer ticks instead; keep the attribute truthful.
         self._clock_resolution = RESOLUTION
@@ -479,7 +456,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # The common case, decided once per mode change rather than on every iteration.
         self._vt_fast = (
             self._vt_autojump and not self._vt_paced and self._vt_threshold == 0
-        ) and not self._vt_holds
+        ) and not self._vt_world.holds
 
     def _vt_set_ticks(self, ticks: int) -> None:
         self._vt_ticks = ticks
@@ -517,7 +494,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             step = round(delay * TICKS_PER_SECOND)
             ticks += step if step > 0 else 1
         handle = _Timer(ticks / TICKS_PER_SECOND, callback, args, self, context)
-        seq = next(self._vt_seq)
+        seq = self._vt_seq()
         _heappush(self._vt_heap, (ticks, 0, seq, handle))
         if self._vt_history is not None:
             self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
@@ -577,8 +554,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             handle._scheduled = True  # type: ignore[attr-defined]
         else:
             handle = _Timer(when, callback, args, self, context)
-        seq = next(self._vt_seq)
-        heapq.heappush(self._vt_heap, (ticks, priority, seq, handle))
+        seq = self._vt_timers.push(ticks, priority, handle)
         if self._vt_history is not None:
             self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
         return handle
@@ -587,29 +563,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # asyncio-private: TimerHandle.cancel() calls this hook; stock loops count cancelled
         # timers here to know when to compact their heap, and so do we.
         if handle._scheduled:  # type: ignore[attr-defined]
-            self._vt_cancelled += 1
+            self._vt_timers.cancelled += 1
 
-    def _vt_purge_cancelled(self) -> None:
-        heap = self._vt_heap
-        if self._vt_cancelled > _COMPACT_MIN and self._vt_cancelled * 4 > len(heap):
-            live = []
-            for entry in heap:
-                if entry[3]._cancelled:
-                    entry[3]._scheduled = False  # type: ignore[attr-defined]
-                    self._vt_scheduled_at.pop(entry[2], None)
-                else:
-                    live.append(entry)
-            heapq.heapify(live)
-            self._vt_heap = live
-            self._vt_cancelled = 0
-            return
-        # asyncio-private: Handle._cancelled is read directly, as the stock loop does, because
-        # this runs on every iteration and cancelled() is a Python-level call.
-        while heap and heap[0][3]._cancelled:
-            entry = heapq.heappop(heap)
-            entry[3]._scheduled = False  # type: ignore[attr-defined]
-            self._vt_cancelled -= 1
-            self._vt_scheduled_at.pop(entry[2], None)
+    def _vt_forget_seq(self, seq: int) -> None:
+        self._vt_scheduled_at.pop(seq, None)
 
     # ------------------------------------------------------ external activity
 
@@ -635,28 +592,32 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if executor is None:
                 executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
                 self._default_executor = executor
-        if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        world = self._vt_world
+        if _is_process_pool(executor):
             # Another process: it cannot wait for this loop, and the job must stay picklable.
             job = executor.submit(func, *args)
         else:
             job = executor.submit(self._vt_job, func, args)
-        jobs = self._vt_jobs
-        jobs.add(job)
-        # Runs in the worker thread (or here, if already done or cancelled): set.discard is
-        # atomic, and the wrapped future wakes the loop through call_soon_threadsafe anyway.
-        job.add_done_callback(jobs.discard)
-        return asyncio.wrap_future(job, loop=self)
+        world.track_job(job)
+        wrapped = asyncio.wrap_future(job, loop=self)
+        # Done callbacks run in the order they were added, in the worker thread: wrap_future's
+        # hands the result to the loop (call_soon_threadsafe puts it in the ready queue at
+        # once), and only then is the job forgotten -- so the loop never sees "no job and
+        # nothing ready" while the answer is in flight, and never jumps past it.
+        job.add_done_callback(world.job_done)
+        return wrapped
 
     def _vt_job(self, func: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         # Runs in the worker thread: remember which thread works for us, so that a job
         # which is itself waiting for this loop (run_coroutine_threadsafe(...).result(),
         # anyio.from_thread.run) does not hold time still for ever.
+        threads = self._vt_world.job_threads
         ident = threading.get_ident()
-        self._vt_job_threads.add(ident)
+        threads.add(ident)
         try:
             return func(*args)
         finally:
-            self._vt_job_threads.discard(ident)
+            threads.discard(ident)
 
     async def shutdown_default_executor(self, timeout: float | None = None) -> None:
         """Like the stock method; time stands still while the executor's threads join.
@@ -664,7 +625,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         Without this, the join timeout (300 s on 3.12+) would be a virtual timer that fires at
         once and warns that the threads did not finish.
         """
-        self._vt_holds += 1
+        self._vt_world.holds += 1
         self._vt_update_fast()
         try:
             if sys.version_info >= (3, 12):
@@ -672,47 +633,19 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             else:  # pragma: no cover - 3.11 has no timeout parameter
                 await super().shutdown_default_executor()
         finally:
-            self._vt_holds -= 1
+            self._vt_world.holds -= 1
             self._vt_update_fast()
 
-    def _vt_threads_busy(self) -> bool:
-        """Is a worker thread doing real work whose answer this loop will wait for?
-
-        A thread job holds virtual time still -- unless the thread is itself blocked waiting
-        for this loop (``asyncio.run_coroutine_threadsafe(...).result()``, anyio's
-        ``from_thread.run``): then time must move, or neither side could ever go on.
-        """
-        if self._vt_holds:
-            return True
-        threads: list[int] = []
-        if self._vt_jobs:
-            if len(self._vt_jobs) > len(self._vt_job_threads):
-                return True  # submitted and not started yet, or just finishing
-            threads.extend(self._vt_job_threads)
-        if _ANYIO_ASYNCIO in _modules and _active_threads() > 1:
-            # anyio runs to_thread.run_sync jobs on its own worker threads (not an executor).
-            # A worker belongs to a loop (``.loop``) and is busy while it is not in its
-            # pool's idle deque.  These are anyio implementation details, duck-typed here and
-            # checked by the test suite against the anyio version CI installs.
-            for thread in threading.enumerate():
-                idle = getattr(thread, "idle_workers", None)
-                if (
-                    idle is not None
-                    and getattr(thread, "loop", None) is self
-                    and not getattr(thread, "stopping", False)
-                    and thread.is_alive()
-                    and thread not in idle
-                    and thread.ident is not None
-                ):
-                    threads.append(thread.ident)
-        if not threads:
-            return False
-        frames = sys._current_frames()
-        return not all(_waits_for_a_future(frames.get(ident)) for ident in threads)
-
-    def _vt_watching_io(self) -> bool:
-        # One registration is the loop's own self-pipe; signals arrive through it too.
-        return self._vt_selector.registered > 1 or bool(self._vt_signals)
+    async def _make_subprocess_transport(self, *args: Any, **kwargs: Any) -> Any:
+        # asyncio-private: every subprocess_exec/subprocess_shell (and so
+        # asyncio.create_subprocess_*) builds its transport here, under every child watcher.
+        # The outside-work model keeps a weak reference to know which children still run.
+        transport = await super()._make_subprocess_transport(  # type: ignore[misc]
+            *args, **kwargs
+        )
+        self._vt_world.track_child(transport)
+        self._vt_update_fast()
+        return transport
 
     def _vt_poll(self, timeout: float | None) -> bool:
         """Block on the selector for up to ``timeout`` real seconds; True if events came."""
@@ -735,8 +668,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # heap of TimerHandles ordered by float time only (equal times in no particular
         # order) and blocks on the selector until the earliest is due; this one keeps a
         # totally ordered heap, jumps time instead of blocking, and detects deadlocks.
-        if self._vt_cancelled:
-            self._vt_purge_cancelled()
+        timers = self._vt_timers
+        if timers.cancelled:
+            timers.purge()
         heap = self._vt_heap
         ready = self._ready  # asyncio-private: the stock loop's deque of ready handles.
         if ready or self._stopping:  # asyncio-private: set by stop().
@@ -747,20 +681,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and heap
             and heap[0][0] != _NEVER
             and not self._vt_drives
-            and not self._vt_jobs
-            and self._vt_selector.registered == 1
-            and not self._vt_signals
-            and (_ANYIO_ASYNCIO not in _modules or _active_threads() == 1)
+            and self._vt_world.quiet()
         ):
-            # Pure virtual time and nothing outside to wait for: jump straight to the head
-            # (what _vt_idle would decide, without its general bookkeeping).
-            head = heap[0][0]
-            if head > self._vt_ticks:
-                self._vt_ticks = head
-                seconds = head / TICKS_PER_SECOND
-                if seconds > self._vt_now:
-                    self._vt_now = seconds
-                self._vt_instant_count = 0
+            # Pure virtual time and nothing at all outside: the decision _vt_idle would make
+            # (jump to the head), without its general bookkeeping.
+            if heap[0][0] > self._vt_ticks:
+                self._vt_set_ticks(heap[0][0])
         else:
             self._vt_idle()
 
@@ -775,7 +701,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 handle = entry[3]
                 handle._scheduled = False  # type: ignore[attr-defined]
                 if handle._cancelled:
-                    self._vt_cancelled -= 1
+                    timers.cancelled -= 1
                     continue
                 fired += 1
                 if handle._when > seconds:  # type: ignore[attr-defined]  # see call_at
@@ -839,11 +765,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_idle(self) -> None:
         """Nothing is ready: wait for the outside world, move time, or report a deadlock.
 
-        Returns once something may be ready (or a timer is due at the current instant).
+        Returns once something may be ready (or a timer is due at the current instant).  The
+        outside-work model (:mod:`virtualtime._outside`) says how long to wait, in real time,
+        before time may move; the mode (autojump, manual, rate, drives) says where to.
         """
         heap = self._vt_heap
         drives = self._vt_drives
-        recheck = 0.0005
+        world = self._vt_world
         while True:
             now = self._vt_ticks
             head = heap[0][0] if heap else _NEVER
@@ -854,19 +782,31 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 self._vt_finish_drives()
                 return
 
-            if self._vt_threads_busy():
-                # Real work is under way in a thread: time stands still until it reports.
-                # The thread may also be about to block on this loop instead (it just
-                # called run_coroutine_threadsafe), which sends no wake-up: so look again
-                # after a short, growing real wait rather than sleeping until it answers.
-                if self._vt_poll(recheck):
-                    return
-                recheck = min(recheck * 2, 0.05)
-                continue
-
             if drives:
                 target = min(head, drive)
-            elif self._vt_paced and head != _NEVER:
+            elif self._vt_autojump or (self._vt_paced and head != _NEVER):
+                target = head
+            else:
+                target = _NEVER
+
+            if target == _NEVER:
+                recheck = world.pending(_real_monotonic())
+                if recheck is not None:
+                    # Outside work may still deliver: wait for it in real time.
+                    if self._vt_poll(recheck):
+                        return
+                    continue
+                world.forget()
+                self._vt_wait_or_deadlock()
+                return
+
+            wait = world.wait_before(target, now)
+            if wait > 0:
+                # Outside work is pending: virtual time may not run ahead of real time.
+                if self._vt_poll(wait):
+                    return
+                continue
+            if self._vt_paced and not drives:
                 # Rate mode: wait, in real time, until the anchor says the head is due.  The
                 # anchor is not re-based on each wake-up, so a late wake-up shortens the next
                 # wait instead of accumulating as drift.
@@ -879,21 +819,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                             self._vt_set_ticks(ticks)
                         return
                     continue
-                self._vt_set_ticks(head)
-                continue
-            elif self._vt_autojump:
-                target = head
-            else:
-                target = _NEVER
-
-            if target == _NEVER:
-                self._vt_wait_or_deadlock()
-                return
-
             if self._vt_threshold > 0:
                 if self._vt_poll(self._vt_threshold):
                     return
-            elif self._vt_watching_io() and self._vt_poll(0):
+            elif self._vt_selector.registered > 1 and self._vt_poll(0):
                 return
             self._vt_set_ticks(target)
             if self._vt_paced:
@@ -911,15 +840,16 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 drive.future.set_result(self._vt_now)
 
     def _vt_wait_or_deadlock(self) -> None:
-        """No timer may fire: wait for real I/O, or report a deadlock."""
-        if self._vt_watching_io() or self._vt_target is None:
-            # Something outside may still wake us (a socket, a signal), or the loop is
-            # running forever on purpose (waiting for stop()): wait, using no CPU.
+        """No timer may fire and no outside work is pending: wait, or report a deadlock."""
+        world = self._vt_world
+        if self._vt_target is None or world.keeps_alive():
+            # Running forever on purpose (waiting for stop()), or something outside may still
+            # speak by itself (an idle connection, a child, a signal): wait, using no CPU.
             self._vt_poll(_MAX_REAL_WAIT)
             return
         if self._vt_poll(self._vt_deadlock_timeout):
             return
-        if self._ready or self._vt_threads_busy():
+        if self._ready or world.pending(_real_monotonic()) is not None:
             return
         raise self._vt_deadlock_error()
 
@@ -944,6 +874,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if blocked:
             lines.append("Blocked tasks:")
             lines.extend(f"  - {name}: {where}" for name, where in blocked)
+        registered = self._vt_world.describe()
+        if registered:
+            lines.append("Registered outside the loop, none of which can answer:")
+            lines.extend(f"  - {what}" for what in registered)
         return DeadlockError("\n".join(lines), blocked)
 
     def _vt_runaway(self) -> None:
@@ -994,7 +928,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def close(self) -> None:
         """Close the loop; pending timers are dropped."""
         super().close()
-        self._vt_heap.clear()
+        self._vt_timers.clear()
         self._vt_drives.clear()
         self._vt_scheduled_at.clear()
 
@@ -1014,10 +948,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_next_ticks(self) -> int | None:
         """The tick of the next pending (live, finite) timer, or None."""
-        self._vt_purge_cancelled()
-        if not self._vt_heap or self._vt_heap[0][0] >= _NEVER:
-            return None
-        return max(self._vt_heap[0][0], self._vt_ticks)
+        ticks = self._vt_timers.peek()
+        return None if ticks is None else max(ticks, self._vt_ticks)
 
     def settle(self) -> float:
         """Run everything that is ready (and timers due now) without moving time."""
@@ -1097,7 +1029,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_drive_outside(self, target: int) -> None:
         drive = _Drive(None)
-        heapq.heappush(self._vt_drives, (target, next(self._vt_seq), drive))
+        heapq.heappush(self._vt_drives, (target, self._vt_seq(), drive))
         self._vt_instant_count = 0
         try:
             self.run_forever()
@@ -1107,7 +1039,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_drive_inside(self, target: int) -> asyncio.Future[float]:
         future: asyncio.Future[float] = self.create_future()
-        heapq.heappush(self._vt_drives, (target, next(self._vt_seq), _Drive(future)))
+        heapq.heappush(self._vt_drives, (target, self._vt_seq(), _Drive(future)))
         self._vt_instant_count = 0
         return future
 

@@ -1,0 +1,654 @@
+"""Outside work: what the world outside the loop may still deliver, and when time may move.
+
+The virtual loop asks this module one question whenever it is idle -- nothing ready, the next
+timer in the future: *may virtual time move to that timer now?*  The answer depends on what is
+still going on outside the loop, which this module models explicitly.
+
+What is outside work
+--------------------
+Outside work is what the outside may still **answer**, not everything that is open:
+
+* **thread jobs** -- ``run_in_executor`` / ``asyncio.to_thread``, anyio's ``to_thread`` workers,
+  and any executor job whose future was wrapped into this loop (``asyncio.wrap_future(
+  pool.submit(...))``), while they run; a job that is itself blocked waiting for *this* loop
+  (``run_coroutine_threadsafe(...).result()``, anyio's ``from_thread.run``) is not, or neither
+  side could go on; a job blocked on another pool's future or another loop still is;
+* **child processes** started through the loop that are still running while something waits
+  for them: their exit (``proc.wait()``, ``communicate()``) or their output -- under every
+  child watcher (a pidfd, a watcher thread, or a plain ``waitpid`` thread);
+* **connections to peers outside this loop** (a server in another thread or process, a real
+  redis): while a connect is in progress, while bytes wait to be sent, while a TLS handshake or
+  shutdown is in progress, while a request we sent has not been answered (we sent data more
+  recently than we received any), and for a short *grace* (:data:`GRACE`) after data arrived,
+  since the rest of an answer may still be in flight;
+* **data in the kernel between two sockets of this loop** (both ends ours) that has not been
+  delivered yet -- a small TLS record held back by Nagle's algorithm, for example;
+* **a pending real alarm** (``signal.alarm`` / ``setitimer(ITIMER_REAL)``) while the loop has a
+  handler for ``SIGALRM``.
+
+What is *not* outside work: idle connections (a keep-alive HTTP connection, a subscribed
+pub/sub channel -- answered, and quiet), sockets whose both ends belong to this loop (an
+in-process server and its client), listening sockets, the loop's self-pipe.
+
+The rule while outside work is pending
+--------------------------------------
+Virtual time may not overtake real work.  While outside work is pending the loop does not jump:
+the clock stands still, and a timer fires only once as much *real* time has passed (since the
+outside work began) as the timer's virtual delay -- then time steps to exactly that timer's
+instant.  So a quick answer arrives at the same virtual instant on every machine, however slow
+the machine; a peer that never answers still lets a timeout fire, after about as much real time
+as the timeout says; and a timer set while a thread works still fires.  With no outside work,
+time jumps at once, as in a closed world.
+
+Deadlocks
+---------
+When no timer is pending and no outside work is pending, the loop may still be *kept alive* by
+something outside that could speak at any time without owing us anything: an idle connection
+to an outside peer, a running child, a registered pipe or other file descriptor, a signal
+handler.  Then it waits, using no CPU.  Otherwise it is a deadlock -- including when the only
+thing left is a listening socket nobody connects to, or sockets whose both ends are ours: in a
+test that is almost always a bug, and a hang would hide it.  (A server meant to wait for
+clients from outside runs with ``deadlock_timeout=math.inf``, or under ``run_forever()``.)
+
+The interface the loop uses is small: :meth:`OutsideWork.quiet` (is there nothing at all
+outside? the loop's fast path), :meth:`OutsideWork.wait_before` (how long, in real seconds,
+before time may move to a tick), :meth:`OutsideWork.keeps_alive` and :meth:`OutsideWork.describe`
+(for the deadlock decision and its report), plus the registration calls for jobs, holds and
+children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import time as _time_module
+import weakref
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, Final
+
+from ._time import TICKS_PER_SECOND
+
+__all__ = ["GRACE", "CountingSelector", "OutsideWork", "completed_by", "wrapped_into"]
+
+GRACE: Final = 0.05
+"""Real seconds after data arrived from an outside peer during which more may still follow."""
+
+_RECHECK_MIN: Final = 0.0005
+_RECHECK_MAX: Final = 0.05
+"""Real-time re-check interval bounds while outside work cannot wake the loop by itself."""
+
+_real_monotonic: Final = _time_module.monotonic
+_active_threads: Final = threading.active_count
+_modules: Final = sys.modules
+_ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
+_FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
+_FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
+
+# Linux TCP_INFO (struct tcp_info, linux/tcp.h): the offsets of the fields read here.  They
+# have been stable since Linux 4.6; older kernels return a shorter struct, and then the
+# "answered or not" part of the model is skipped (connects, buffered writes, TLS and the grace
+# still count).
+_TCP_INFO: Final = getattr(socket, "TCP_INFO", None)
+_TCP_INFO_LEN: Final = 160
+_TCPI_STATE: Final = 0
+_TCPI_UNACKED: Final = 24
+_TCPI_LAST_DATA_SENT: Final = 44
+_TCPI_LAST_DATA_RECV: Final = 52
+_TCPI_BYTES_RECEIVED: Final = 128
+_TCPI_NOTSENT: Final = 144
+_TCPI_DATA_SEGS_OUT: Final = 156
+_INFLIGHT_MAX: Final = 0.25
+"""Longest real time bytes between two sockets of this loop may hold time still."""
+_TCP_LISTEN: Final = 10
+
+_PENDING_TLS: Final = frozenset({"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"})
+
+
+def _chain_callbacks(future: concurrent.futures.Future[Any]) -> list[Callable[..., Any]]:
+    # concurrent.futures.Future keeps its callbacks in _done_callbacks (every CPython).
+    return list(getattr(future, "_done_callbacks", ()))
+
+
+def _closure_refers_to(callback: Callable[..., Any], obj: object) -> bool:
+    cells = getattr(callback, "__closure__", None) or ()
+    for cell in cells:
+        try:
+            if cell.cell_contents is obj:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
+def completed_by(future: concurrent.futures.Future[Any], loop: object) -> bool:
+    """Will ``loop`` complete this concurrent future?
+
+    ``run_coroutine_threadsafe`` (and anyio's ``from_thread.run``, which uses it) chains a
+    concurrent future to a task in the loop; asyncio's chaining callback on the concurrent
+    side (``_call_check_cancel``) holds the source loop in its closure.
+    """
+    return any(
+        getattr(cb, "__name__", "") == "_call_check_cancel" and _closure_refers_to(cb, loop)
+        for cb in _chain_callbacks(future)
+    )
+
+
+def wrapped_into(future: concurrent.futures.Future[Any], loop: object) -> bool:
+    """Was this concurrent future wrapped into ``loop`` (``asyncio.wrap_future``)?"""
+    return any(
+        getattr(cb, "__name__", "") == "_call_set_state" and _closure_refers_to(cb, loop)
+        for cb in _chain_callbacks(future)
+    )
+
+
+def _frame_self(frame: FrameType) -> Any:
+    return frame.f_locals.get("self")
+
+
+def _blocked_on(frame: FrameType | None) -> concurrent.futures.Future[Any] | None:
+    """The future a thread is blocked on in ``Future.result()``, if it is."""
+    depth = 0
+    while frame is not None and depth < 8:
+        code = frame.f_code
+        if code.co_name == "result" and code.co_filename.endswith(_FUTURES_BASE):
+            future = _frame_self(frame)
+            return future if isinstance(future, concurrent.futures.Future) else None
+        frame = frame.f_back
+        depth += 1
+    return None
+
+
+def _work_item_future(frame: FrameType | None) -> concurrent.futures.Future[Any] | None:
+    """The future of the executor work item a pool thread is running, if it is running one."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "run" and code.co_filename.endswith(_FUTURES_THREAD):
+            item = _frame_self(frame)
+            future = getattr(item, "future", None)
+            return future if isinstance(future, concurrent.futures.Future) else None
+        frame = frame.f_back
+    return None
+
+
+class CountingSelector(selectors.DefaultSelector):
+    """The platform selector, counting registrations so that idle checks stay cheap."""
+
+    registered: int = 0
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = super().register(fileobj, events, data)
+        self.registered = len(self.get_map())
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        key = super().unregister(fileobj)
+        self.registered = len(self.get_map())
+        return key
+
+
+class _Peer:
+    """What the model remembers about one connected socket to an outside peer."""
+
+    __slots__ = ("accepted", "awaiting", "label", "last_data", "received", "sent")
+
+    def __init__(self, label: str, accepted: bool) -> None:
+        self.label = label
+        self.accepted = accepted
+        self.sent = -1
+        self.received = -1
+        self.awaiting = False
+        self.last_data = -1.0
+
+
+class _Socket:
+    """The kind of one registered descriptor, decided once per registration."""
+
+    __slots__ = ("inflight_since", "kind", "label", "peer")
+
+    def __init__(self, kind: str, label: str, peer: _Peer | None = None) -> None:
+        self.kind = kind  # "inside", "outside", "connecting", "listening", "other"
+        self.label = label
+        self.peer = peer
+        self.inflight_since = -1.0
+
+
+def _address(addr: Any) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return f"{addr[0]}:{addr[1]}"
+    return repr(addr)
+
+
+class OutsideWork:
+    """The model of outside work for one :class:`~virtualtime.VirtualEventLoop`.
+
+    ``selector`` is the loop's own selector (its registrations are the descriptors the loop
+    watches), ``self_pipe`` the loop's wake-up descriptor, ``signals`` the loop's dict of
+    signal handlers (empty where the loop has none).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, selector: CountingSelector) -> None:
+        self._loop = loop
+        self._selector = selector
+        self.jobs: set[concurrent.futures.Future[Any]] = set()
+        """Executor jobs submitted through ``run_in_executor`` and not finished yet."""
+        self.job_threads: set[int] = set()
+        """Idents of the threads running those jobs right now."""
+        self.holds = 0
+        """Explicit holds (the default executor shutting down)."""
+        self.children: weakref.WeakSet[Any] = weakref.WeakSet()
+        """Subprocess transports started through the loop."""
+        self.signals: dict[int, Any] = {}
+        self.self_pipe: int = -1
+        self._sockets: dict[int, tuple[selectors.SelectorKey, _Socket]] = {}
+        self._anchor: tuple[float, int] | None = None
+        self._recheck = _RECHECK_MIN
+
+    # ------------------------------------------------------------ registration
+
+    def track_job(self, job: concurrent.futures.Future[Any]) -> None:
+        """A job was submitted to an executor on the loop's behalf."""
+        self.jobs.add(job)
+
+    def job_done(self, job: concurrent.futures.Future[Any]) -> None:
+        """Called (in any thread) once the job's result has been handed to the loop."""
+        self.jobs.discard(job)
+
+    def track_child(self, transport: Any) -> None:
+        """A child process was started through the loop."""
+        self.children.add(transport)
+
+    # ------------------------------------------------------------------ queries
+
+    def quiet(self) -> bool:
+        """Is there nothing at all outside the loop?  (The loop's fast path asks this.)"""
+        return (
+            not self.jobs
+            and not self.holds
+            and self._selector.registered <= 1
+            and not self.signals
+            and not self.children
+            and _active_threads() == 1
+        )
+
+    def threads_busy(self) -> bool:
+        """Is a thread doing real work whose answer this loop will wait for?"""
+        if self.holds:
+            return True
+        idents: list[int] = []
+        if self.jobs:
+            if len(self.jobs) > len(self.job_threads):
+                return True  # submitted and not started yet, or finishing
+            idents.extend(self.job_threads)
+        if _active_threads() > 1:
+            idents.extend(self._other_worker_threads(idents))
+        if not idents:
+            return False
+        frames = sys._current_frames()
+        loop = self._loop
+        for ident in idents:
+            waited = _blocked_on(frames.get(ident))
+            if waited is None or (not completed_by(waited, loop) and not self._is_free(waited)):
+                return True
+        return False
+
+    def _is_free(self, future: concurrent.futures.Future[Any]) -> bool:
+        # A plain Future that no executor runs (anyio's run_sync_from_thread): the loop sets
+        # it from a callback it has already been handed.
+        return not any(
+            getattr(cb, "__name__", "") in ("_call_check_cancel", "_call_set_state")
+            for cb in _chain_callbacks(future)
+        ) and not self._running_in_a_pool(future)
+
+    def _running_in_a_pool(self, future: concurrent.futures.Future[Any]) -> bool:
+        frames = sys._current_frames()
+        return any(_work_item_future(frame) is future for frame in frames.values())
+
+    def _other_worker_threads(self, known: list[int]) -> list[int]:
+        """anyio workers of this loop, and pool threads running a job wrapped into it."""
+        found: list[int] = []
+        loop = self._loop
+        anyio_loaded = _ANYIO_ASYNCIO in _modules
+        frames = sys._current_frames()
+        for thread in threading.enumerate():
+            ident = thread.ident
+            if ident is None or ident in known:
+                continue
+            idle = getattr(thread, "idle_workers", None) if anyio_loaded else None
+            if idle is not None:
+                # anyio runs to_thread.run_sync jobs on its own worker threads (not an
+                # executor): a worker belongs to a loop (``.loop``) and is busy while it is
+                # not in its pool's idle deque.  Duck-typed; a canary test pins it.
+                if (
+                    getattr(thread, "loop", None) is loop
+                    and not getattr(thread, "stopping", False)
+                    and thread.is_alive()
+                    and thread not in idle
+                ):
+                    found.append(ident)
+                continue
+            job = _work_item_future(frames.get(ident))
+            if job is not None and wrapped_into(job, loop):
+                found.append(ident)
+        return found
+
+    def children_pending(self) -> bool:
+        """Is a running child awaited (its exit or its output)?"""
+        return any(_child_awaited(child) for child in self.children_running())
+
+    def children_running(self) -> list[Any]:
+        """Running children; finished ones are forgotten."""
+        running = []
+        for child in list(self.children):
+            if _child_running(child):
+                running.append(child)
+            else:
+                self.children.discard(child)
+        return running
+
+    def alarm_pending(self) -> bool:
+        """Is a real alarm pending that this loop will handle?"""
+        if signal.SIGALRM not in self.signals:
+            return False
+        return signal.getitimer(signal.ITIMER_REAL)[0] > 0
+
+    def _classify(self, key: selectors.SelectorKey) -> _Socket:
+        fd = key.fd
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:
+            return _Socket("other", f"descriptor {fd}")
+        try:
+            if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != (
+                socket.SOCK_STREAM
+            ):
+                if sock.family == getattr(socket, "AF_UNIX", None):
+                    return _Socket("other", f"unix socket {fd}")
+                return _Socket("other", f"socket {fd}")
+            try:
+                local = sock.getsockname()
+            except OSError:
+                return _Socket("other", f"socket {fd}")
+            try:
+                peer = sock.getpeername()
+            except OSError:
+                state = _tcp_state(sock)
+                if state == _TCP_LISTEN:
+                    return _Socket("listening", f"listening socket {_address(local)}")
+                # Not connected yet (a connect in progress): its peer decides later.
+                return _Socket("connecting", f"socket {fd} connecting")
+            exact, listening, wildcard = self._our_addresses()
+            label = f"connection {_address(local)} -> {_address(peer)}"
+            if tuple(peer[:2]) in exact or peer[1] in wildcard:
+                return _Socket("inside", label)
+            return _Socket("outside", label, _Peer(label, accepted=local[1] in listening))
+        finally:
+            sock.detach()
+
+    def _our_addresses(self) -> tuple[set[tuple[Any, ...]], set[int], set[int]]:
+        """Addresses of this loop's TCP sockets: exact, listening ports, wildcard listeners."""
+        fds: set[int] = {key.fd for key in self._selector.get_map().values()}
+        transports = getattr(self._loop, "_transports", None)
+        if transports is not None:
+            # asyncio-private: the loop's fd -> transport map (read-only use), which also
+            # knows sockets whose reading is paused and so are not registered right now.
+            fds.update(transports.keys())
+        exact: set[tuple[Any, ...]] = set()
+        listening: set[int] = set()
+        wildcard: set[int] = set()
+        for fd in fds:
+            try:
+                sock = socket.socket(fileno=fd)
+            except OSError:
+                continue
+            try:
+                if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                    continue
+                addr = tuple(sock.getsockname()[:2])
+                exact.add(addr)
+                if _tcp_state(sock) == _TCP_LISTEN:
+                    listening.add(addr[1])
+                    if addr[0] in ("0.0.0.0", "::"):
+                        wildcard.add(addr[1])
+            except OSError:
+                continue
+            finally:
+                sock.detach()
+        return exact, listening, wildcard
+
+    def _sockets_now(self) -> list[tuple[int, _Socket]]:
+        """Every registered descriptor but the self-pipe, classified (cached per key)."""
+        result: list[tuple[int, _Socket]] = []
+        current = self._selector.get_map()
+        cache = self._sockets
+        for fd in [fd for fd in cache if fd not in current or current[fd] is not cache[fd][0]]:
+            del cache[fd]
+        for key in list(current.values()):
+            fd = key.fd
+            if fd == self.self_pipe:
+                continue
+            cached = cache.get(fd)
+            if cached is None or cached[1].kind == "connecting":
+                cached = (key, self._classify(key))
+                cache[fd] = cached
+            result.append((fd, cached[1]))
+        return result
+
+    def _tls_pending(self, fd: int) -> bool:
+        transports = getattr(self._loop, "_transports", None)
+        if transports is None:
+            return False
+        transport = transports.get(fd)
+        protocol = getattr(transport, "_protocol", None)
+        # asyncio-private: sslproto.SSLProtocol keeps its state in _state (3.11+).
+        state = getattr(protocol, "_state", None)
+        return getattr(state, "name", None) in _PENDING_TLS
+
+    def sockets_pending(self, real_now: float) -> float | None:
+        """Is socket I/O with an outside peer (or in the kernel) pending?
+
+        Returns None if not; else how long (real seconds) before it is worth looking again
+        without an event (``inf``: only an event can change it).
+        """
+        recheck: float | None = None
+        for fd, entry in self._sockets_now():
+            kind = entry.kind
+            if kind in ("listening", "other"):
+                continue
+            key = self._selector.get_map().get(fd)
+            if kind == "connecting":
+                return _RECHECK_MAX
+            if kind == "inside":
+                # Bytes in the kernel between two sockets of ours (a record held back by
+                # Nagle's algorithm until the peer's delayed ACK): they will be delivered by
+                # themselves, soon -- unless the receiver is full, so hold at most briefly.
+                info = _tcp_info(fd)
+                if info is not None and _u32(info, _TCPI_UNACKED):
+                    if entry.inflight_since < 0:
+                        entry.inflight_since = real_now
+                    if real_now - entry.inflight_since < _INFLIGHT_MAX:
+                        recheck = _RECHECK_MIN
+                else:
+                    entry.inflight_since = -1.0
+                continue
+            peer = entry.peer
+            assert peer is not None
+            if key is not None and key.events & selectors.EVENT_WRITE:
+                return float("inf")  # bytes wait to be sent, or a connect completes
+            if self._tls_pending(fd):
+                return float("inf")
+            info = _tcp_info(fd)
+            if info is not None and _answer_pending(peer, info, real_now) and not peer.accepted:
+                return float("inf")
+            if peer.last_data >= 0:
+                left = peer.last_data + GRACE - real_now
+                if left > 0:
+                    recheck = left if recheck is None else min(recheck, left)
+        return recheck
+
+    def outside_connections(self) -> list[str]:
+        return [entry.label for _, entry in self._sockets_now() if entry.kind == "outside"]
+
+    # ------------------------------------------------------------- decisions
+
+    def pending(self, real_now: float) -> float | None:
+        """Real seconds before outside work should be looked at again, or None if none.
+
+        ``inf`` means: only an event (I/O, a thread's wake-up) can change it.
+        """
+        if self.threads_busy():
+            # The thread may also be about to block on this loop instead (it just called
+            # run_coroutine_threadsafe), which sends no wake-up: so look again after a short,
+            # growing real wait rather than sleeping until it answers.
+            recheck = self._recheck
+            self._recheck = min(recheck * 2, _RECHECK_MAX)
+            return recheck
+        self._recheck = _RECHECK_MIN
+        if self.children and self.children_pending():
+            return _RECHECK_MAX  # a watcher thread or pidfd wakes us; recheck for safety
+        if self.signals and self.alarm_pending():
+            return signal.getitimer(signal.ITIMER_REAL)[0] + _RECHECK_MIN
+        if self._selector.registered > 1:
+            return self.sockets_pending(real_now)
+        return None
+
+    def wait_before(self, target: int, now: int) -> float:
+        """Real seconds to wait before virtual time may move from tick ``now`` to ``target``.
+
+        0 when time may move now.  While outside work is pending, virtual time runs no faster
+        than real time has passed since the outside work began (the *anchor*); once none is
+        pending the anchor is forgotten and time may jump.
+        """
+        real_now = _real_monotonic()
+        recheck = self.pending(real_now)
+        if recheck is None:
+            self._anchor = None
+            return 0.0
+        anchor = self._anchor
+        if anchor is None:
+            anchor = self._anchor = (real_now, now)
+        due = anchor[0] + (target - anchor[1]) / TICKS_PER_SECOND - real_now
+        if due <= 0:
+            return 0.0
+        return min(due, recheck)
+
+    def forget(self) -> None:
+        """Outside work ended (or the loop stopped): the next pending stretch re-anchors."""
+        self._anchor = None
+
+    def keeps_alive(self) -> bool:
+        """With nothing pending, could something outside still wake the loop by itself?"""
+        if self.signals or self.children_running():
+            return True
+        return any(entry.kind in ("outside", "other") for _, entry in self._sockets_now())
+
+    def describe(self) -> list[str]:
+        """What outside work is registered, for a deadlock report."""
+        lines: list[str] = []
+        for _, entry in self._sockets_now():
+            if entry.kind == "listening":
+                lines.append(f"{entry.label} (nobody outside is connected)")
+            elif entry.kind == "inside":
+                lines.append(f"{entry.label} (both ends in this loop)")
+            else:
+                lines.append(entry.label)
+        for child in self.children_running():
+            lines.append(f"child process {child.get_pid()} (running, not awaited)")
+        if self.signals:
+            names = ", ".join(sorted(signal.Signals(n).name for n in self.signals))
+            lines.append(f"signal handlers: {names}")
+        return lines
+
+
+def _child_running(transport: Any) -> bool:
+    try:
+        return not transport.is_closing() and transport.get_returncode() is None
+    except Exception:  # a transport torn down under us
+        return False
+
+
+def _child_awaited(transport: Any) -> bool:
+    """A running child whose exit or output a task waits for."""
+    if not _child_running(transport):
+        return False
+    # asyncio-private: base_subprocess.BaseSubprocessTransport keeps proc.wait()'s futures in
+    # _exit_waiters; the streams protocol keeps its readers as .stdout/.stderr, and a
+    # StreamReader's _waiter is set while a task awaits data.
+    if getattr(transport, "_exit_waiters", None):
+        return True
+    protocol = getattr(transport, "_protocol", None)
+    if not isinstance(protocol, asyncio.subprocess.SubprocessStreamProtocol):
+        return True  # a protocol of the user's own: assume it waits for the child
+    for reader in (protocol.stdout, protocol.stderr):
+        if reader is not None and getattr(reader, "_waiter", None) is not None:
+            return True
+    stdin = protocol.stdin
+    if stdin is not None:
+        waiter = getattr(getattr(stdin, "_protocol", None), "_drain_waiters", None)
+        if waiter:
+            return True
+    return False
+
+
+def _answer_pending(peer: _Peer, info: bytes, real_now: float) -> bool:
+    """Update what we know of one outside connection; True if we await its answer.
+
+    The kernel counts the data segments we sent and the bytes we received on the connection;
+    comparing them with the last look tells whether we spoke since, whether it answered, and
+    (by the ages of the last data sent and received, in ms) which came last.
+    """
+    sent = _u32(info, _TCPI_DATA_SEGS_OUT)
+    received = _u64(info, _TCPI_BYTES_RECEIVED)
+    sent_age = _u32(info, _TCPI_LAST_DATA_SENT)
+    received_age = _u32(info, _TCPI_LAST_DATA_RECV)
+    if peer.sent < 0:  # first look at this connection
+        peer.awaiting = sent > 0 and (received == 0 or sent_age < received_age)
+        if received:
+            peer.last_data = real_now
+    elif received != peer.received:
+        peer.last_data = real_now
+        peer.awaiting = sent != peer.sent and sent_age < received_age
+    elif sent != peer.sent:
+        peer.awaiting = True
+    peer.sent, peer.received = sent, received
+    return peer.awaiting
+
+
+def _tcp_info(fd: int) -> bytes | None:
+    if _TCP_INFO is None:
+        return None
+    sock = socket.socket(fileno=fd)
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_LEN)
+    except OSError:
+        return None
+    finally:
+        sock.detach()
+    return info if len(info) >= _TCP_INFO_LEN else None
+
+
+def _tcp_state(sock: socket.socket) -> int | None:
+    if _TCP_INFO is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_LEN)
+    except OSError:
+        return None
+    return info[_TCPI_STATE]
+
+
+def _u32(info: bytes, offset: int) -> int:
+    value: int = struct.unpack_from("I", info, offset)[0]
+    return value
+
+
+def _u64(info: bytes, offset: int) -> int:
+    value: int = struct.unpack_from("Q", info, offset)[0]
+    return value
