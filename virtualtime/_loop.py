@@ -653,6 +653,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             timeout = _MAX_REAL_WAIT
         event_list = self._vt_selector.select(timeout)
         if event_list:
+            self._vt_world.saw_events(event_list)
             # asyncio-private: _process_events turns selector events into ready callbacks;
             # it is the stock loop's own dispatch step, called exactly as _run_once does.
             self._process_events(event_list)

@@ -78,7 +78,7 @@ from ._time import TICKS_PER_SECOND
 
 __all__ = ["GRACE", "CountingSelector", "OutsideWork", "completed_by", "wrapped_into"]
 
-GRACE: Final = 0.05
+GRACE: Final = 0.02
 """Real seconds after data arrived from an outside peer during which more may still follow."""
 
 _RECHECK_MIN: Final = 0.0005
@@ -97,12 +97,9 @@ _FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
 # "answered or not" part of the model is skipped (connects, buffered writes, TLS and the grace
 # still count).
 _TCP_INFO: Final = getattr(socket, "TCP_INFO", None)
+_TCP_QUICKACK: Final = getattr(socket, "TCP_QUICKACK", None)
 _TCP_INFO_LEN: Final = 160
 _TCPI_STATE: Final = 0
-_TCPI_UNACKED: Final = 24
-_TCPI_LAST_DATA_SENT: Final = 44
-_TCPI_LAST_DATA_RECV: Final = 52
-_TCPI_BYTES_RECEIVED: Final = 128
 _TCPI_NOTSENT: Final = 144
 _TCPI_DATA_SEGS_OUT: Final = 156
 _INFLIGHT_MAX: Final = 0.25
@@ -183,6 +180,11 @@ class CountingSelector(selectors.DefaultSelector):
 
     registered: int = 0
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: dict[int, _Socket] = {}
+        """What the outside-work model decided about each registered descriptor."""
+
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         key = super().register(fileobj, events, data)
         self.registered = len(self.get_map())
@@ -191,21 +193,22 @@ class CountingSelector(selectors.DefaultSelector):
     def unregister(self, fileobj: Any) -> selectors.SelectorKey:
         key = super().unregister(fileobj)
         self.registered = len(self.get_map())
+        self.kinds.pop(key.fd, None)
         return key
 
 
 class _Peer:
     """What the model remembers about one connected socket to an outside peer."""
 
-    __slots__ = ("accepted", "awaiting", "label", "last_data", "received", "sent")
+    __slots__ = ("accepted", "label", "last_data", "sent_at_read")
 
     def __init__(self, label: str, accepted: bool) -> None:
         self.label = label
         self.accepted = accepted
-        self.sent = -1
-        self.received = -1
-        self.awaiting = False
+        self.sent_at_read = -1
+        """The kernel's count of data segments we had sent when data last arrived."""
         self.last_data = -1.0
+        """Real time data last arrived."""
 
 
 class _Socket:
@@ -247,7 +250,6 @@ class OutsideWork:
         """Subprocess transports started through the loop."""
         self.signals: dict[int, Any] = {}
         self.self_pipe: int = -1
-        self._sockets: dict[int, tuple[selectors.SelectorKey, _Socket]] = {}
         self._anchor: tuple[float, int] | None = None
         self._recheck = _RECHECK_MIN
 
@@ -295,8 +297,10 @@ class OutsideWork:
         loop = self._loop
         for ident in idents:
             waited = _blocked_on(frames.get(ident))
-            if waited is None or (not completed_by(waited, loop) and not self._is_free(waited)):
-                return True
+            if waited is None or waited.done():
+                return True  # working, or about to wake up with the answer it waited for
+            if not completed_by(waited, loop) and not self._is_free(waited):
+                return True  # waiting on another pool or another loop: still outside work
         return False
 
     def _is_free(self, future: concurrent.futures.Future[Any]) -> bool:
@@ -398,8 +402,12 @@ class OutsideWork:
         transports = getattr(self._loop, "_transports", None)
         if transports is not None:
             # asyncio-private: the loop's fd -> transport map (read-only use), which also
-            # knows sockets whose reading is paused and so are not registered right now.
-            fds.update(transports.keys())
+            # knows sockets whose reading is paused and so are not registered right now.  A
+            # closed transport may linger in it while its fd number already belongs to
+            # somebody else's socket (a server thread's, say): only open ones count.
+            for fd, transport in list(transports.items()):
+                if not transport.is_closing():
+                    fds.add(fd)
         exact: set[tuple[Any, ...]] = set()
         listening: set[int] = set()
         wildcard: set[int] = set()
@@ -423,23 +431,40 @@ class OutsideWork:
                 sock.detach()
         return exact, listening, wildcard
 
+    def _kind(self, key: selectors.SelectorKey) -> _Socket:
+        kinds = self._selector.kinds
+        entry = kinds.get(key.fd)
+        if entry is None or entry.kind == "connecting":
+            entry = kinds[key.fd] = self._classify(key)
+        return entry
+
     def _sockets_now(self) -> list[tuple[int, _Socket]]:
-        """Every registered descriptor but the self-pipe, classified (cached per key)."""
-        result: list[tuple[int, _Socket]] = []
-        current = self._selector.get_map()
-        cache = self._sockets
-        for fd in [fd for fd in cache if fd not in current or current[fd] is not cache[fd][0]]:
-            del cache[fd]
-        for key in list(current.values()):
-            fd = key.fd
-            if fd == self.self_pipe:
+        """Every registered descriptor but the self-pipe, classified (once per registration)."""
+        return [
+            (key.fd, self._kind(key))
+            for key in list(self._selector.get_map().values())
+            if key.fd != self.self_pipe
+        ]
+
+    def saw_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
+        """The loop's selector reported these events: note answers from outside peers.
+
+        Data arriving from an outside peer answers what we sent before it; the kernel's count
+        of segments sent at this moment is what a later request must exceed.
+        """
+        real_now = -1.0
+        for key, mask in events:
+            if not mask & selectors.EVENT_READ or key.fd == self.self_pipe:
                 continue
-            cached = cache.get(fd)
-            if cached is None or cached[1].kind == "connecting":
-                cached = (key, self._classify(key))
-                cache[fd] = cached
-            result.append((fd, cached[1]))
-        return result
+            peer = self._kind(key).peer
+            if peer is None:
+                continue
+            info = _tcp_info(key.fd, quickack=True)
+            if info is not None:
+                peer.sent_at_read = _u32(info, _TCPI_DATA_SEGS_OUT)
+            if real_now < 0:
+                real_now = _real_monotonic()
+            peer.last_data = real_now
 
     def _tls_pending(self, fd: int) -> bool:
         transports = getattr(self._loop, "_transports", None)
@@ -470,7 +495,7 @@ class OutsideWork:
                 # Nagle's algorithm until the peer's delayed ACK): they will be delivered by
                 # themselves, soon -- unless the receiver is full, so hold at most briefly.
                 info = _tcp_info(fd)
-                if info is not None and _u32(info, _TCPI_UNACKED):
+                if info is not None and _u32(info, _TCPI_NOTSENT):
                     if entry.inflight_since < 0:
                         entry.inflight_since = real_now
                     if real_now - entry.inflight_since < _INFLIGHT_MAX:
@@ -485,8 +510,10 @@ class OutsideWork:
             if self._tls_pending(fd):
                 return float("inf")
             info = _tcp_info(fd)
-            if info is not None and _answer_pending(peer, info, real_now) and not peer.accepted:
-                return float("inf")
+            if info is not None and not peer.accepted:
+                sent = _u32(info, _TCPI_DATA_SEGS_OUT)
+                if sent > max(peer.sent_at_read, 0):
+                    return float("inf")  # we spoke since its last answer: it owes us one
             if peer.last_data >= 0:
                 left = peer.last_data + GRACE - real_now
                 if left > 0:
@@ -597,35 +624,20 @@ def _child_awaited(transport: Any) -> bool:
     return False
 
 
-def _answer_pending(peer: _Peer, info: bytes, real_now: float) -> bool:
-    """Update what we know of one outside connection; True if we await its answer.
+def _tcp_info(fd: int, quickack: bool = False) -> bytes | None:
+    """The kernel's TCP_INFO for ``fd`` (None where there is none).
 
-    The kernel counts the data segments we sent and the bytes we received on the connection;
-    comparing them with the last look tells whether we spoke since, whether it answered, and
-    (by the ages of the last data sent and received, in ms) which came last.
+    With ``quickack``, also ask the kernel to acknowledge what arrived at once (Linux
+    TCP_QUICKACK, re-armed at each read): a peer that wrote an answer in two small pieces
+    without TCP_NODELAY otherwise waits for our delayed ACK (~40 ms) before sending the second
+    piece, and the answer would straddle a quiet gap.  Only ACK timing changes, never data.
     """
-    sent = _u32(info, _TCPI_DATA_SEGS_OUT)
-    received = _u64(info, _TCPI_BYTES_RECEIVED)
-    sent_age = _u32(info, _TCPI_LAST_DATA_SENT)
-    received_age = _u32(info, _TCPI_LAST_DATA_RECV)
-    if peer.sent < 0:  # first look at this connection
-        peer.awaiting = sent > 0 and (received == 0 or sent_age < received_age)
-        if received:
-            peer.last_data = real_now
-    elif received != peer.received:
-        peer.last_data = real_now
-        peer.awaiting = sent != peer.sent and sent_age < received_age
-    elif sent != peer.sent:
-        peer.awaiting = True
-    peer.sent, peer.received = sent, received
-    return peer.awaiting
-
-
-def _tcp_info(fd: int) -> bytes | None:
     if _TCP_INFO is None:
         return None
     sock = socket.socket(fileno=fd)
     try:
+        if quickack and _TCP_QUICKACK is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
         info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_LEN)
     except OSError:
         return None
@@ -646,9 +658,4 @@ def _tcp_state(sock: socket.socket) -> int | None:
 
 def _u32(info: bytes, offset: int) -> int:
     value: int = struct.unpack_from("I", info, offset)[0]
-    return value
-
-
-def _u64(info: bytes, offset: int) -> int:
-    value: int = struct.unpack_from("Q", info, offset)[0]
     return value
