@@ -136,6 +136,17 @@ class TraceRecorder:
         index = self._index(key)
         self._runs[index] = (key, label, tuple(history), dropped)
 
+    def forget(self, key: object) -> None:
+        """Stop filing spans under ``key``'s run, and let go of ``key``; its run stays.
+
+        Call it when the loop or clock is done (closed), so the recorder does not keep it
+        alive and a new loop that happens to get the same ``id`` starts a run of its own.
+        """
+        index = self._keys.pop(id(key), None)
+        if index is not None:
+            _key, label, history, dropped = self._runs[index]
+            self._runs[index] = (None, label, history, dropped)
+
     def add_span(self, span: Span, key: object | None = None) -> None:
         """File ``span`` under the run of ``key`` (default: the run that is executing now)."""
         if key is None:
