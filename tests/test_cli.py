@@ -1045,3 +1045,23 @@ def test_nothing_is_kept_per_closed_loop(
         runs = json.loads(trace.read_text())["otherData"]["runs"]
         assert [r["label"] for r in runs] == [f"asyncio loop {n}" for n in range(1, 301)]
         assert {r["timers"] for r in runs} == {1}
+
+
+def test_plot_rows_that_match_nothing_list_the_rows_and_write_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "run.json"
+    run(capsys, "run", "-q", "--until", "2h", "--trace", path, write(tmp_path, UNTIL_SCRIPT))
+    picture = tmp_path / "keep.png"
+    picture.write_bytes(b"an earlier picture")
+    status, _, err = run(capsys, "plot", path, "-o", picture, "--rows", "nothing*")
+    assert status == EXIT_USAGE
+    assert err.startswith("virtualtime: error: plot: --rows: no row matches 'nothing*'; the rows ")
+    names = {
+        e["args"]["name"]
+        for e in json.loads(path.read_text())["traceEvents"]
+        if e.get("name") == "thread_name"
+    }
+    assert any(f"'{name}'" in err for name in names)
+    assert picture.read_bytes() == b"an earlier picture"

@@ -1214,7 +1214,7 @@ def _flush(stream: IO[str]) -> None:
 
 
 def _command_plot(args: argparse.Namespace) -> int:
-    from ._trace import plot_trace
+    from ._trace import NoSuchRows, plot_trace
 
     if not os.path.isfile(args.trace):
         _error(f"plot: no trace file {os.path.abspath(args.trace)!r}")
@@ -1232,6 +1232,9 @@ def _command_plot(args: argparse.Namespace) -> int:
     except ImportError as error:
         _error(str(error))
         return EXIT_ERROR
+    except NoSuchRows as error:  # nothing is written: a bad --rows is a bad command line
+        _error(f"plot: --{error}")
+        return EXIT_USAGE
     except (ValueError, OSError) as error:
         _error(f"plot: {error}")
         return EXIT_ERROR

@@ -14,15 +14,20 @@ The loop's history (:class:`~virtualtime.HistoryRecord`) lists every timer it di
 instant it was scheduled, the instant it fired and what it woke.  A timer that woke a task
 (``"task <name>"``: an ``asyncio.sleep``, anyio's ``sleep``, a ``virtualtime.sleep``) is a
 stretch that task spent **asleep**, drawn as a ``sleep`` span on the task's row from
-``scheduled`` to ``time``.  Between waking and its next timed sleep the task was **awake**:
-running, or waiting on something that is not a timer (a queue, a lock, another task, real
-I/O); that stretch is an ``awake`` span.  A timer whose callback is not a task wake-up (a
+``scheduled`` to ``time``.  Running takes no virtual time (the clock only moves from timer to
+timer), so a stretch of virtual time between a task waking up and its next timed sleep is time
+it spent **waiting** on something that is not a timer -- a queue, a lock, an event, another
+task, real I/O: that stretch is a ``waiting`` span.  The moment a task runs is the tick drawn
+where a sleep ends.  A timer whose callback is not a task wake-up (a
 ``call_later`` callback, the expiry of ``asyncio.timeout``) is an instant event on the
 ``timers`` row.  Sleeps that were cancelled before they fired never reach the history, so a
 task whose sleep was cut short by a timeout shows that stretch as awake.
 
 Other layers add their own spans through :func:`record_span`: the simulation toolkit reports
-each vehicle journey there, with its outcome.  Spans that share a row never overlap: a row
+each vehicle journey there, with its outcome.  A journey that ended ``halted`` leaves its
+vehicle standing until its next journey begins (a resume, or a new destination), or until the
+run ends: that stretch is added as a span of its own, category ``stopped``, so a breakdown
+shows as long as it lasted.  Spans that share a row never overlap: a row
 whose spans would overlap (two tasks with the same name) is split into lanes
 (``"worker (2)"``).  When history records carry a ``task_id``, a gap between the spans of two
 different tasks that share a name is left empty rather than drawn as awake; without it, tasks
@@ -328,7 +333,7 @@ def _run_events(
             owner = getattr(record, "task_id", None)
             tid, previous = lanes.place(record.what[len(_TASK_PREFIX) :], start, end, owner)
             if previous is not None and previous < start:
-                body.append(_span(pid, tid, "awake", "awake", previous, start, {}))
+                body.append(_span(pid, tid, "waiting", "waiting", previous, start, {}))
             args = {"slept": end - start, "priority": record.priority, "seq": record.seq}
             body.append(_span(pid, tid, "sleep", "sleep", start, end, args))
         else:
@@ -349,7 +354,9 @@ def _run_events(
                     },
                 }
             )
-    for span in sorted(spans, key=lambda s: (s.start, s.end)):
+    ordered = sorted(spans, key=lambda s: (s.start, s.end))
+    ordered = sorted(ordered + _standing(ordered, _run_end(history, ordered)), key=_span_order)
+    for span in ordered:
         tid, _previous = lanes.place(span.row, span.start, span.end)
         extra: dict[str, Any] = dict(span.args)
         body.append(_span(pid, tid, span.name, span.category, span.start, span.end, extra))
@@ -373,6 +380,34 @@ def _run_events(
         meta.append(_meta(pid, tid, "thread_name", name=name))
         meta.append(_meta(pid, tid, "thread_sort_index", sort_index=tid or len(names)))
     return meta + body
+
+
+def _span_order(span: Span) -> tuple[float, float]:
+    return span.start, span.end
+
+
+def _run_end(history: Sequence[HistoryRecord], spans: Sequence[Span]) -> float:
+    """The last instant anything in this run is known to have happened."""
+    ends = [record.time for record in history] + [span.end for span in spans]
+    return max(ends, default=0.0)
+
+
+def _standing(spans: Sequence[Span], end: float) -> list[Span]:
+    """A ``stopped`` span after each ``halted`` one, until its row's next span (or ``end``)."""
+    by_row: dict[str, list[Span]] = {}
+    for span in spans:
+        by_row.setdefault(span.row, []).append(span)
+    added = []
+    for row, row_spans in by_row.items():
+        for index, span in enumerate(row_spans):
+            if span.category != "halted":
+                continue
+            later = [s.start for s in row_spans[index + 1 :] if s.start >= span.end]
+            until = min(later, default=end)
+            if until > span.end:
+                args = {"position": span.args.get("position"), "after": span.name}
+                added.append(Span(row, "halted, standing", span.end, until, "stopped", args))
+    return added
 
 
 def _meta(pid: int, tid: int, kind: str, **args: object) -> dict[str, Any]:
@@ -400,9 +435,10 @@ def _span(
 
 COLOURS: Final[Mapping[str, str]] = {
     "sleep": "#c6dbef",
-    "awake": "#f28e2b",
+    "waiting": "#f28e2b",
     "arrived": "#59a14f",
     "halted": "#e15759",
+    "stopped": "#f4a6a7",
     "redirected": "#edc948",
     "reset": "#9c9c9c",
     "span": "#4e79a7",
@@ -415,14 +451,30 @@ WAKE_COLOUR: Final = "#2f6da3"
 
 LEGEND: Final[Mapping[str, str]] = {
     "sleep": "asleep on a timer",
-    "awake": "awake: running, or waiting on something else",
+    "waiting": "waiting: on a queue, lock, event, task or I/O",
     "timer": "timer callback",
     "arrived": "journey: arrived",
     "halted": "journey: halted",
+    "stopped": "halted: standing until it moves again",
     "redirected": "journey: redirected",
     "reset": "journey: reset",
 }
 """Legend text of each span category in :func:`plot_trace`."""
+
+_BANDS: Final = frozenset({"sleep", "waiting"})
+"""Categories drawn as a thin band: a task that is not running (asleep, or waiting)."""
+
+_EMPHASISED: Final = frozenset({"halted", "stopped"})
+"""Categories drawn at least a few pixels wide, above the rest."""
+
+
+def _draw_order(category: str) -> tuple[int, str]:
+    return (0 if category in _BANDS else 2 if category in _EMPHASISED else 1), category
+
+
+class NoSuchRows(ValueError):
+    """``plot_trace(rows=...)`` matched no row; the message lists the rows there are."""
+
 
 _OTHER_COLOURS: Final = ("#76b7b2", "#b07aa1", "#ff9da7", "#9c755f", "#af7aa1")
 
@@ -553,8 +605,9 @@ def plot_trace(
     ``source`` is a trace file written by ``virtualtime run --trace`` (or :func:`write_trace`)
     or a trace dict; ``output``'s suffix picks the format (``.png``, ``.svg``, ``.pdf``);
     ``size`` is in pixels.  ``rows`` keeps only the rows whose name matches one of these
-    shell-style patterns (``["vehicle *"]``); rows past ``max_rows`` are left out (and counted
-    in the subtitle).
+    shell-style patterns (``["vehicle *"]``); when none matches, :class:`NoSuchRows` (a
+    ``ValueError``) lists the rows there are and nothing is written.  Rows past ``max_rows``
+    are left out (and counted in the subtitle).
     Returns the number of rows drawn.  Needs matplotlib (``pip install
     'async-virtualtime[plot]'``); raises ``ImportError`` saying so when it is missing.
     """
@@ -581,7 +634,15 @@ def plot_trace(
     every, processes = _rows(trace)
     if rows is not None:
         patterns = [rows] if isinstance(rows, str) else list(rows)
-        every = [r for r in every if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
+        matching = [r for r in every if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
+        if not matching:
+            names = sorted({r.name for r in every})
+            shown = ", ".join(repr(n) for n in names[:30]) + (", ..." if len(names) > 30 else "")
+            raise NoSuchRows(
+                f"rows: no row matches {', '.join(repr(p) for p in patterns)}; the rows are "
+                f"{shown or '(none: the trace is empty)'}"
+            )
+        every = matching
     hidden = max(len(every) - max_rows, 0)
     chosen = every[:max_rows]
     several = len({r.pid for r in chosen}) > 1
@@ -606,17 +667,23 @@ def plot_trace(
             used[category] = COLOURS.get(category) or next(extra, COLOURS["span"])
         return used[category]
 
-    minimum = (t1 - t0) / (width * 2)  # keep zero-length spans visible
+    pixel = (t1 - t0) / width
     for y, r in enumerate(chosen):
-        for category in sorted(r.bars, key=lambda c: (c != "sleep", c)):
-            half = 0.14 if category == "sleep" else 0.34
+        for category in sorted(r.bars, key=_draw_order):
+            band = category in _BANDS
+            half = 0.14 if band else 0.34
+            # Zero-length spans stay visible; a halt (its journey, then the vehicle standing)
+            # is the event of the picture and never shrinks below a few pixels.
+            minimum = pixel * (3.0 if category in _EMPHASISED else 0.5)
             ax.broken_barh(
                 [(s, max(e - s, minimum)) for s, e in r.bars[category]],
                 (y - half, 2 * half),
                 facecolors=colour(category),
                 # Back-to-back journeys stay distinct; back-to-back sleeps blend into one band.
-                edgecolors="none" if category == "sleep" else "white",
+                edgecolors="none" if band or category == "halted" else "white",
                 linewidth=0.8,
+                hatch="////" if category == "stopped" else None,
+                zorder=3 if category in _EMPHASISED else 2,
             )
         wakeups = [e for _s, e in r.bars.get("sleep", ())]
         if wakeups:
@@ -685,7 +752,15 @@ def plot_trace(
             f"{pid}: {processes.get(pid, pid)}" for pid in sorted(processes)
         )
     ax.set_title(subtitle, loc="left", fontsize=9, color="#555555")
-    handles: list[Any] = [Patch(facecolor=c, label=LEGEND.get(k, k)) for k, c in used.items()]
+    handles: list[Any] = [
+        Patch(
+            facecolor=c,
+            label=LEGEND.get(k, k),
+            hatch="////" if k == "stopped" else None,
+            edgecolor="white" if k == "stopped" else None,
+        )
+        for k, c in used.items()
+    ]
     if "sleep" in used:
         handles.insert(1, Line2D([], [], color=WAKE_COLOUR, linewidth=1.2, label="woke up"))
     if instants:
