@@ -19,6 +19,12 @@ few entry points through which programs create loops, and puts them back afterwa
   virtual one, with a note on stderr.
 * ``asyncio.Runner.run``: so that ``--until`` can end the run with its own status.
 * ``asyncio.new_event_loop``: for older code that builds its loop by hand.
+* On Python 3.11--3.13 only, the default policy class's ``new_event_loop`` method: the classic
+  ``loop = asyncio.get_event_loop(); loop.run_until_complete(main())`` (and
+  ``asyncio.get_event_loop_policy().get_event_loop()``) creates its loop there when none is
+  set.  No policy is installed, and asyncio's own DeprecationWarning on 3.12--3.13 is left as
+  it is.  From 3.14 on asyncio raises ``RuntimeError`` there instead of creating a loop, and
+  so it does under the command.
 * ``trio.run``: a run without a ``clock`` gets a :class:`virtualtime.trio.VirtualClock`
   (anyio's trio backend calls ``trio.run`` too).  trio is never imported on the script's
   behalf: if it is not imported yet, an import hook patches ``trio.run`` the moment the
@@ -27,10 +33,19 @@ few entry points through which programs create loops, and puts them back afterwa
   ``--start``, ``--rate``, ``--patch-time`` and the history ``--trace`` needs also reach the
   loops and clocks the script makes itself (``virtualtime.run(main())`` in an example), and
   so that every virtual loop is counted in the summary, traced and stopped by ``--until``.
+* ``VirtualEventLoop.close``: a closed loop's numbers go into the summary's totals and its
+  history into the trace, and the command keeps nothing else of it, so a script that runs
+  ``asyncio.run`` thousands of times costs per run what it costs without the command.
+
+Only the main thread's loops are made virtual.  A helper thread that runs its own
+``asyncio.run`` (a background client, a rate limiter's refill thread) gets the stock loop, in
+real time, as it would without the command; a virtual loop a thread asks for explicitly
+(``virtualtime.run``) stays virtual but keeps its own options and is not counted.
+``--all-threads`` makes every thread's loops virtual (each one on its own clock).
 
 Only these public names are replaced, on the classes and modules themselves, so ``from asyncio
-import run`` inside the script sees the virtual version as well.  Nothing here uses an
-event-loop policy, so no deprecation warning is raised on any Python from 3.11 to 3.15.
+import run`` inside the script sees the virtual version as well.  Nothing here installs or asks
+for an event-loop policy, so the command adds no deprecation warning on Python 3.11 to 3.15.
 
 ``--until T`` schedules one extra timer at ``T`` on each loop (after every other timer due at
 ``T``): it cancels every task, as ``asyncio.run`` does on the way out, and the command then

@@ -62,6 +62,7 @@ __all__ = [
     "COLOURS",
     "LEGEND",
     "MICROSECONDS",
+    "NoSuchRows",
     "Span",
     "TraceRecorder",
     "chrome_trace",

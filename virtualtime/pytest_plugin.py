@@ -22,7 +22,25 @@ that sets it, so a module can set ``history=100`` and one test add ``start=50``.
 test is virtual at all comes from the closest mark: a mark with no positional argument means
 yes, ``virtualtime(False)`` means no.  With no mark at all, ``--virtualtime`` / the ini option
 decide.  Options are validated at collection: an unknown option, a bad value or a bad
-positional argument is a collection error naming the test, the option and the rule.
+positional argument is a collection error naming the test, the option and the rule (a misspelt
+option also gets the closest real one: "did you mean autojump?").  The mark is for async tests;
+on a synchronous test it is a set-up error that says what to do instead.
+
+The horizon, interrupts, deadlocks
+----------------------------------
+``max_time`` (the plugin's own option, not the loop's) is how much virtual time the test
+function may take: past it the test is stopped and fails with the virtual time it reached, the
+timers fired (on trio: the clock's jumps), and the likely cause -- a deadline read from a clock
+the loop does not drive.  Seconds or a duration (``"36h"``); ``None`` means no horizon.  The
+default is :data:`DEFAULT_MAX_TIME` (one virtual day), replaced by the ini option
+``virtualtime_max_time`` and, above it, by ``--virtualtime-max-time``; a mark's ``max_time``
+wins over both.  How it is watched without a timer of its own (which would change ``peek()``,
+``step()`` and deadlock detection) is told in :class:`_Watch`.  When a virtual test is
+interrupted -- Ctrl-C, or pytest-timeout's signal method -- the same facts are printed.
+A test that deadlocks fails with a short report, alike on asyncio and trio
+(:func:`deadlock_report`); ``--tb=long`` keeps the full traceback.  A test that looptime would
+also fake (its mark, or ``--looptime``) fails at set-up: two fake clocks on one loop give wrong
+results.
 
 How it plugs in
 ---------------
@@ -107,14 +125,15 @@ if TYPE_CHECKING:
 from ._anyio import TRIO_OPTIONS
 from ._loop import LOOP_OPTIONS, check_loop_options
 
-__all__ = ["VirtualTime"]
+__all__ = ["DEFAULT_MAX_TIME", "VirtualTime", "deadlock_report"]
 
 MARKER: Final = "virtualtime"
 
 _MARKER_HELP: Final = (
     "virtualtime(enabled=True, /, **options): run this async test (pytest-asyncio or anyio) "
-    "in virtual time; options are virtualtime.VirtualEventLoop options (start, autojump, "
-    "history, ...); virtualtime(False) opts out of --virtualtime."
+    "in virtual time; options are max_time (the virtual horizon, default 1 day; None: none) "
+    "and virtualtime.VirtualEventLoop options (start, autojump, history, ...); "
+    "virtualtime(False) opts out of --virtualtime."
 )
 
 
