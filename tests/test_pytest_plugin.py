@@ -1284,6 +1284,7 @@ def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
         pytester,
         test_slow="""
         import asyncio
+        import time
         import pytest
 
         @pytest.mark.asyncio
@@ -1292,13 +1293,21 @@ def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
         async def test_endless():
             while True:
                 await asyncio.sleep(1)
+                # A slow step in the test's own code: where the alarm lands, nearly always
+                # (rather than inside the loop's bookkeeping, which no loop survives intact).
+                time.sleep(0.005)
         """,
     )
     # In a child process: the alarm interrupts the loop at a random point, and whatever that
     # point is, this session must not be the one left to deal with it.
     pytester.makeini(INI)
     result = pytester.runpytest_subprocess(*BASE_ARGS, "-p", "timeout", timeout=120)
-    result.assert_outcomes(failed=1)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1
+    # An exception raised from a signal handler can land inside asyncio's own bookkeeping
+    # (between a timer leaving the heap and its callback running, say); the runner's teardown
+    # may then fail too.  That is the signal method's risk on any loop, not this report's.
+    assert outcomes.get("errors", 0) <= 1
     result.stdout.fnmatch_lines(
         [
             "*Timeout (>0.3s) from pytest-timeout.",
@@ -1315,7 +1324,7 @@ def test_ctrl_c_in_a_virtual_test_tells_where_virtual_time_was(
         pytester,
         test_endless="""
         import asyncio
-        import sys
+        import time
         import pytest
 
         @pytest.mark.asyncio
@@ -1324,6 +1333,7 @@ def test_ctrl_c_in_a_virtual_test_tells_where_virtual_time_was(
             print("started", flush=True)
             while True:
                 await asyncio.sleep(1)
+                time.sleep(0.005)  # a slow step, where Ctrl-C lands (see the test above)
         """,
     )
     pytester.makeini(INI)
@@ -1339,4 +1349,4 @@ def test_ctrl_c_in_a_virtual_test_tells_where_virtual_time_was(
     out, _ = child.communicate(timeout=60)
     assert child.returncode == pytest.ExitCode.INTERRUPTED
     assert "virtualtime: test_endless.py::test_endless was interrupted: virtual time reached" in out
-    assert "timers fired.  Likely cause:" in out
+    assert " fired.  Likely cause:" in out
