@@ -21,7 +21,7 @@ task, real I/O: that stretch is a ``waiting`` span.  The moment a task runs is t
 where a sleep ends.  A timer whose callback is not a task wake-up (a
 ``call_later`` callback, the expiry of ``asyncio.timeout``) is an instant event on the
 ``timers`` row.  Sleeps that were cancelled before they fired never reach the history, so a
-task whose sleep was cut short by a timeout shows that stretch as awake.
+task whose sleep was cut short by a timeout shows that stretch as waiting.
 
 Other layers add their own spans through :func:`record_span`: the simulation toolkit reports
 each vehicle journey there, with its outcome.  A journey that ended ``halted`` leaves its
@@ -30,9 +30,9 @@ run ends: that stretch is added as a span of its own, category ``stopped``, so a
 shows as long as it lasted.  Spans that share a row never overlap: a row
 whose spans would overlap (two tasks with the same name) is split into lanes
 (``"worker (2)"``).  When history records carry a ``task_id``, a gap between the spans of two
-different tasks that share a name is left empty rather than drawn as awake; without it, tasks
+different tasks that share a name is left empty rather than drawn as waiting; without it, tasks
 that share a name one after another (anyio names tasks after their function) look like one
-task that was awake in between.
+task that waited in between.
 
 Units and layout
 ----------------
@@ -200,7 +200,8 @@ def record_span(
     This is the hook other layers call to appear in traces and timelines; when nothing is
     recording it only checks the times.  ``row`` names the timeline row (``"vehicle van-1"``),
     ``name`` labels the span (``"depot -> dock 3"``), ``category`` groups spans for colour
-    (the timeline knows ``arrived``, ``halted``, ``redirected`` and ``reset``), and ``args``
+    (the timeline knows ``arrived``, ``halted``, ``redirected`` and ``reset``; after a
+    ``halted`` span the trace adds a ``stopped`` one until the row's next span), and ``args``
     are shown when the span is selected in Perfetto.  Times are virtual seconds of the clock
     the caller runs on; ``end`` must not be before ``start``.
     """
@@ -330,7 +331,7 @@ def _run_events(
         if record.what.startswith(_TASK_PREFIX):
             start, end = record.scheduled, record.time
             # Tasks may share a name (anyio names them after their function); when the loop
-            # tells tasks apart, a gap between two different tasks is not drawn as awake.
+            # tells tasks apart, a gap between two different tasks is not drawn as waiting.
             owner = getattr(record, "task_id", None)
             tid, previous = lanes.place(record.what[len(_TASK_PREFIX) :], start, end, owner)
             if previous is not None and previous < start:
