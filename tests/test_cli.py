@@ -660,7 +660,7 @@ def test_render_bar() -> None:
 
 def progress_session(now: float) -> _cli._Session:
     session = _cli._Session(_cli._Options(until=3600.0), io.StringIO())
-    session.clocks.append(_cli._Clock("fake", "fake", 0.0, lambda: now))
+    session.latest = _cli._Clock("fake", "fake", 0.0, lambda: now)
     return session
 
 
@@ -910,3 +910,158 @@ def test_running_a_missing_module_is_a_usage_error(capsys: pytest.CaptureFixture
     status, _, err = run(capsys, "run", "-m", "no_such_module_for_virtualtime")
     assert status == EXIT_USAGE
     assert "no module named 'no_such_module_for_virtualtime'" in err
+
+
+# ------------------------------------------------------------------ issue 12: command line
+
+GET_EVENT_LOOP = """
+import asyncio
+
+async def main():
+    await asyncio.sleep(0.05)
+    return asyncio.get_running_loop()
+
+loop = {how}
+running = loop.run_until_complete(main())
+print(type(running).__name__, running.time(), running is loop)
+loop.close()
+"""
+
+
+@pytest.mark.parametrize(
+    "how", ["asyncio.get_event_loop()", "asyncio.get_event_loop_policy().get_event_loop()"]
+)
+def test_the_classic_get_event_loop_pattern_runs_virtual(tmp_path: Path, how: str) -> None:
+    script = write(tmp_path, GET_EVENT_LOOP.format(how=how))
+    ours = spawn(sys.executable, "-W", "default", "-m", "virtualtime", "run", script)
+    stock = spawn(sys.executable, "-W", "default", script)
+
+    def warnings_of(stderr: str) -> list[str]:
+        return [line.split(": ", 1)[1] for line in stderr.splitlines() if "Warning: " in line]
+
+    # Whatever stock asyncio warns about on this Python, the command warns about too.
+    assert warnings_of(ours.stderr) == warnings_of(stock.stderr)
+    if sys.version_info >= (3, 14):
+        # 3.14 made both an error when no loop is set: the same error under the command.
+        assert stock.returncode == ours.returncode == EXIT_ERROR
+        expected = "RuntimeError: There is no current event loop in thread 'MainThread'."
+        assert expected in stock.stderr
+        assert expected in ours.stderr
+        return
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout == "VirtualEventLoop 0.05 True\n"
+    assert "virtualtime: 0.05 s of virtual time in " in ours.stderr
+    assert "never started an event loop" not in ours.stderr
+    assert stock.stdout.startswith(f"{STOCK_LOOP} ")
+
+
+STOCK_LOOP = "ProactorEventLoop" if os.name == "nt" else "_UnixSelectorEventLoop"
+
+THREADS = """
+import asyncio
+import threading
+import virtualtime
+
+seen = {}
+
+async def probe(name):
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0.001)
+    virtual = isinstance(loop, virtualtime.VirtualEventLoop)
+    seen[name] = (type(loop).__name__, loop.time() if virtual else "-")
+
+def in_a_thread():
+    asyncio.run(probe("asyncio.run"))
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(probe("new_event_loop"))
+    loop.close()
+    virtualtime.run(probe("virtualtime.run"))  # asked for explicitly: virtual anyway
+
+thread = threading.Thread(target=in_a_thread)
+thread.start()
+thread.join()
+asyncio.run(probe("main"))
+for name, (kind, now) in seen.items():
+    print(name, kind, now)
+"""
+
+
+def test_only_the_main_threads_loops_are_virtual_by_default(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    script = write(tmp_path, THREADS)
+    status, out, err = run(capsys, "run", "--start", "100", script)
+    assert status == 0, err
+    assert out.splitlines() == [
+        f"asyncio.run {STOCK_LOOP} -",
+        f"new_event_loop {STOCK_LOOP} -",
+        "virtualtime.run VirtualEventLoop 0.001",  # the thread's own, without --start
+        "main VirtualEventLoop 100.001",
+    ]
+    assert "1 timer fired" in err  # only the main thread's loop is counted
+    status, out, err = run(capsys, "run", "--start", "100", "--all-threads", script)
+    assert status == 0, err
+    assert out.splitlines() == [
+        "asyncio.run VirtualEventLoop 100.001",
+        "new_event_loop VirtualEventLoop 100.001",
+        "virtualtime.run VirtualEventLoop 100.001",
+        "main VirtualEventLoop 100.001",
+    ]
+    assert "4 timers fired, 4 runs" in err
+
+
+MANY_RUNS = """
+import asyncio
+import gc
+import weakref
+
+loops = []
+
+async def main():
+    loops.append(weakref.ref(asyncio.get_running_loop()))
+    await asyncio.sleep(1)
+
+for _ in range(300):
+    asyncio.run(main())
+gc.collect()
+print("alive:", sum(ref() is not None for ref in loops))
+"""
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_nothing_is_kept_per_closed_loop(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, traced: bool
+) -> None:
+    script = write(tmp_path, MANY_RUNS)
+    trace = tmp_path / "many.json"
+    extra: list[str | Path] = ["--trace", trace] if traced else []
+    status, out, err = run(capsys, "run", *extra, script)
+    assert status == 0, err
+    assert out == "alive: 0\n"
+    # ... and the summary still counts every run.
+    assert "5 min of virtual time in " in err
+    assert "300 timers fired, 300 runs" in err
+    if traced:
+        runs = json.loads(trace.read_text())["otherData"]["runs"]
+        assert [r["label"] for r in runs] == [f"asyncio loop {n}" for n in range(1, 301)]
+        assert {r["timers"] for r in runs} == {1}
+
+
+def test_plot_rows_that_match_nothing_list_the_rows_and_write_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "run.json"
+    run(capsys, "run", "-q", "--until", "2h", "--trace", path, write(tmp_path, UNTIL_SCRIPT))
+    picture = tmp_path / "keep.png"
+    picture.write_bytes(b"an earlier picture")
+    status, _, err = run(capsys, "plot", path, "-o", picture, "--rows", "nothing*")
+    assert status == EXIT_USAGE
+    assert err.startswith("virtualtime: error: plot: --rows: no row matches 'nothing*'; the rows ")
+    names = {
+        e["args"]["name"]
+        for e in json.loads(path.read_text())["traceEvents"]
+        if e.get("name") == "thread_name"
+    }
+    assert any(f"'{name}'" in err for name in names)
+    assert picture.read_bytes() == b"an earlier picture"

@@ -9,6 +9,7 @@ interfere.  The inner runs are in-process, so they are fast and see monkeypatche
 from __future__ import annotations
 
 import gc
+import signal
 import subprocess
 import sys
 import textwrap
@@ -972,3 +973,380 @@ def test_anyio_without_a_runner_seam_is_a_clear_error(
             "plugin has no get_runner()*"
         ]
     )
+
+
+# ------------------------------------------------------------------ issue 12: messages
+
+
+def test_an_unknown_option_suggests_the_closest(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_typo="""
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(autojmp=False)
+        async def test_typo():
+            pass
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*unknown option 'autojmp' (=False); did you mean autojump?*"])
+
+
+def test_a_bad_option_is_reported_once(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_negative="""
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(start=-5)
+        async def test_negative():
+            pass
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "During handling of the above exception" not in out
+    # Once in the error section (and once, cut short, in the summary line).
+    assert out.count("start must be >= 0, got -5") == 1
+
+
+def test_a_marked_sync_test_is_told_what_the_mark_is_for(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_sync="""
+        import pytest
+
+        @pytest.mark.virtualtime
+        def test_sync():
+            pass
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "is a synchronous test, so the mark would do nothing" in out
+    assert "runs an async test" in out
+    assert "virtualtime.run(main())" in out
+    assert "Mark it @pytest.mark.asyncio" not in out
+
+
+def test_deadlock_reports_are_short_and_alike(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_stuck="""
+        import asyncio
+        import anyio
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(deadlock_timeout=0.01)
+        async def test_asyncio_stuck():
+            await asyncio.Event().wait()
+
+        @pytest.mark.anyio
+        @pytest.mark.virtualtime(deadlock_timeout=0.01)
+        @pytest.mark.parametrize("anyio_backend", ["trio"])
+        async def test_trio_stuck(anyio_backend):
+            await anyio.Event().wait()
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    failures = out[out.index("= FAILURES =") : out.index("short test summary")]
+    sections = failures.split("\n_")[1:]
+    assert len(sections) == 2
+    for section in sections:
+        lines = section.strip().splitlines()
+        assert len(lines) <= 6, section  # title, headline, "Blocked tasks:", the task, a hint
+        assert lines[1].startswith("DeadlockError: deadlock at virtual time t=0.0: ")
+        assert lines[2] == "Blocked tasks:"
+    # Each blocked task is shown from the test's own code on, not the runners' frames.
+    result.stdout.fnmatch_lines_random(
+        [
+            "  - *: test_asyncio_stuck() at *test_stuck.py:8 -> Event.wait() at *",
+            "  - test_trio_stuck: test_trio_stuck() at *test_stuck.py:14 -> Event.wait() at *",
+        ]
+    )
+    for internal in ("_run_guarded", "_trio_guarded", "pytest_plugin.py", "base_events.py"):
+        assert internal not in failures
+    # --tb=long keeps the full traceback for whoever wants it.
+    long = run(pytester, "--tb=long")
+    assert "_run_guarded" in long.stdout.str()
+
+
+# ------------------------------------------------------------------ issue 12: looptime
+
+
+def test_looptime_and_virtualtime_together_is_an_error(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("looptime")
+    write(
+        pytester,
+        test_both="""
+        import asyncio
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.looptime
+        @pytest.mark.virtualtime
+        async def test_both():
+            await asyncio.sleep(10)
+
+        @pytest.mark.asyncio
+        @pytest.mark.looptime
+        async def test_looptime_alone():
+            await asyncio.sleep(10)
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime
+        async def test_virtualtime_alone():
+            await asyncio.sleep(10)
+        """,
+    )
+    pytester.makeini(INI)
+    args = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--strict-markers"]
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*test_both.py::test_both runs in virtual time (virtualtime) and is also marked looptime*"]
+    )
+    # --looptime turns looptime on for every test: a virtual test then conflicts as well.
+    result = pytester.runpytest(*args, "--looptime", "-k", "virtualtime_alone")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*is also under --looptime*"])
+
+
+# ------------------------------------------------------------------ issue 12: the horizon
+
+FOREVER = """
+import asyncio
+import time
+import anyio
+import pytest
+
+async def retry_until_the_real_deadline():
+    # The bug the horizon catches: a deadline on a clock the loop does not drive.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        await anyio.sleep(1)
+"""
+
+
+def test_a_test_that_never_ends_fails_at_its_horizon(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_forever=FOREVER
+        + _PIECE
+        + """
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=3600)
+        async def test_pytest_asyncio():
+            await retry_until_the_real_deadline()
+
+        @pytest.mark.anyio
+        @pytest.mark.virtualtime(max_time="1h")
+        @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+        async def test_anyio(anyio_backend):
+            await retry_until_the_real_deadline()
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_pytest_asyncio _*",
+            "virtualtime: the test ran past its max_time=1 h and was stopped: virtual time "
+            "reached t=3,601 s (1 h after the test started at t=0 s), 3,601 timers fired.  "
+            "Likely cause:*time.monotonic()*patch_time=True*bound before the run*",
+            "*_ test_anyio?asyncio? _*",
+            "virtualtime: the test ran past its max_time=1 h*t=3,601 s*3,601 timers fired*",
+            "*_ test_anyio?trio? _*",
+            "virtualtime: the test ran past its max_time=1 h*t=3,601 s*3,601 trio clock jumps*",
+        ]
+    )
+
+
+def test_the_horizon_comes_from_mark_ini_option_or_a_day(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_long="""
+        import asyncio
+        import pytest
+
+        pytestmark = pytest.mark.asyncio
+
+        @pytest.mark.virtualtime
+        async def test_two_days():
+            await asyncio.sleep(2 * 86400)
+
+        @pytest.mark.virtualtime
+        async def test_half_a_day():
+            await asyncio.sleep(12 * 3600)
+
+        @pytest.mark.virtualtime(max_time=None)
+        async def test_a_year_without_horizon():
+            await asyncio.sleep(365 * 86400)
+
+        @pytest.mark.virtualtime(max_time="30d")
+        async def test_a_week_with_a_month():
+            await asyncio.sleep(7 * 86400)
+        """,
+    )
+    # The default is one virtual day.
+    result = run(pytester, "-rf")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*ran past its max_time=1 d and was stopped: *t=172,800 s*"])
+    # The ini option, then the command line, replace the default; marks win over both.
+    result = run(pytester, "-rf", ini="virtualtime_max_time = 3d\n")
+    result.assert_outcomes(passed=4)
+    result = run(pytester, "-rf", "--virtualtime-max-time", "6h", ini="virtualtime_max_time = 3d\n")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines_random(["FAILED *test_two_days*", "FAILED *test_half_a_day*"])
+    result = run(pytester, "--virtualtime-max-time", "none")
+    result.assert_outcomes(passed=4)
+
+
+def test_bad_horizons_are_clear_errors(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_bad="""
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=0)
+        async def test_zero():
+            pass
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=[1])
+        async def test_list():
+            pass
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=1)  # collection stops at the first bad mark of the module
+    result.stdout.fnmatch_lines(["*bad option max_time=0: max_time must be > 0 virtual seconds*"])
+    result = run(pytester, "--virtualtime-max-time", "soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--virtualtime-max-time: expected seconds (3600) or a duration*"])
+
+
+def test_the_horizon_changes_nothing_before_it_is_reached(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        test_inside="""
+        import asyncio
+        import math
+        import anyio
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=10)
+        async def test_a_timeout_past_the_horizon_that_is_not_needed(virtual_time):
+            assert virtual_time.peek() == math.inf  # the horizon is not a timer
+            with anyio.fail_after(100):
+                await asyncio.sleep(5)
+            assert virtual_time.now() == 5
+            assert await virtual_time.step() is None
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=10, deadlock_timeout=0.01)
+        async def test_a_deadlock_is_still_a_deadlock():
+            await asyncio.Event().wait()
+
+        @pytest.mark.anyio
+        @pytest.mark.virtualtime(max_time=10, deadlock_timeout=0.01)
+        @pytest.mark.parametrize("anyio_backend", ["trio"])
+        async def test_a_trio_deadlock_too(anyio_backend):
+            await anyio.Event().wait()
+        """,
+    )
+    result = run(pytester, "-rf")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "FAILED *test_a_deadlock_is_still_a_deadlock - DeadlockError*",
+            "FAILED *test_a_trio_deadlock_too?trio? - DeadlockError*",
+        ]
+    )
+
+
+def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("pytest_timeout")
+    write(
+        pytester,
+        test_slow="""
+        import asyncio
+        import time
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=None)
+        @pytest.mark.timeout(0.3, method="signal")
+        async def test_endless():
+            while True:
+                await asyncio.sleep(1)
+                # A slow step in the test's own code: where the alarm lands, nearly always
+                # (rather than inside the loop's bookkeeping, which no loop survives intact).
+                time.sleep(0.005)
+        """,
+    )
+    # In a child process: the alarm interrupts the loop at a random point, and whatever that
+    # point is, this session must not be the one left to deal with it.
+    pytester.makeini(INI)
+    result = pytester.runpytest_subprocess(*BASE_ARGS, "-p", "timeout", timeout=120)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1
+    # An exception raised from a signal handler can land inside asyncio's own bookkeeping
+    # (between a timer leaving the heap and its callback running, say); the runner's teardown
+    # may then fail too.  That is the signal method's risk on any loop, not this report's.
+    assert outcomes.get("errors", 0) <= 1
+    result.stdout.fnmatch_lines(
+        [
+            "*Timeout (>0.3s) from pytest-timeout.",
+            "*virtualtime: test_slow.py::test_endless was interrupted: virtual time reached "
+            "t=*timers fired.  Likely cause:*",
+        ]
+    )
+
+
+def test_ctrl_c_in_a_virtual_test_tells_where_virtual_time_was(
+    pytester: pytest.Pytester,
+) -> None:
+    write(
+        pytester,
+        test_endless="""
+        import asyncio
+        import time
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=None)
+        async def test_endless():
+            print("started", flush=True)
+            while True:
+                await asyncio.sleep(1)
+                time.sleep(0.005)  # a slow step, where Ctrl-C lands (see the test above)
+        """,
+    )
+    pytester.makeini(INI)
+    command = [sys.executable, "-m", "pytest", *BASE_ARGS, "-s", "-p", "no:pytest_timeout"]
+    child = subprocess.Popen(
+        command, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert child.stdout is not None
+    for line in child.stdout:
+        if "started" in line:
+            break
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == pytest.ExitCode.INTERRUPTED
+    assert "virtualtime: test_endless.py::test_endless was interrupted: virtual time reached" in out
+    assert " fired.  Likely cause:" in out

@@ -15,6 +15,8 @@ import pytest
 
 import virtualtime
 from virtualtime._trace import (
+    COLOURS,
+    NoSuchRows,
     Span,
     TraceRecorder,
     chrome_trace,
@@ -123,14 +125,17 @@ def test_the_trace_has_the_structure_viewers_need(traced: dict[str, Any]) -> Non
     assert "virtual" in traced["otherData"]["time"]
 
 
-def test_a_task_row_has_a_span_for_each_stretch_asleep_or_awake(traced: dict[str, Any]) -> None:
+def test_a_task_row_has_a_span_for_each_stretch_asleep_or_waiting(
+    traced: dict[str, Any],
+) -> None:
     # Started at t=0.25 (after the timeout), the sleeper sleeps [0.25, 1.25] and [1.25, 3.25],
-    # is awake (waiting on the event) until t=5.25, then sleeps [5.25, 6.25].
+    # waits on the event (not a timer, so not asleep, and not running) until t=5.25, then
+    # sleeps [5.25, 6.25].
     us = 1_000_000
     assert spans_of(traced, "sleeper") == [
         ("sleep", 0.25 * us, 1 * us),
         ("sleep", 1.25 * us, 2 * us),
-        ("awake", 3.25 * us, 2 * us),
+        ("waiting", 3.25 * us, 2 * us),
         ("sleep", 5.25 * us, 1 * us),
     ]
     assert spans_of(traced, "setter") == [("sleep", 0.25 * us, 5 * us)]
@@ -208,9 +213,9 @@ class RecordWithTask(NamedTuple):
     task_id: int | None
 
 
-@pytest.mark.parametrize(("first", "second", "awake"), [(1, 2, False), (1, 1, True)])
-def test_a_gap_between_two_tasks_sharing_a_name_is_not_awake(
-    first: int, second: int, awake: bool
+@pytest.mark.parametrize(("first", "second", "waiting"), [(1, 2, False), (1, 1, True)])
+def test_a_gap_between_two_tasks_sharing_a_name_is_not_waiting(
+    first: int, second: int, waiting: bool
 ) -> None:
     records = [
         RecordWithTask(10.0, 0, 0, "task driver", 0.0, first),
@@ -219,8 +224,8 @@ def test_a_gap_between_two_tasks_sharing_a_name_is_not_awake(
     trace = chrome_trace(cast("list[virtualtime.HistoryRecord]", records))
     check_trace(trace)
     expected = [("sleep", 0.0, 10e6), ("sleep", 20e6, 10e6)]
-    if awake:
-        expected.insert(1, ("awake", 10e6, 10e6))
+    if waiting:
+        expected.insert(1, ("waiting", 10e6, 10e6))
     assert spans_of(trace, "driver") == expected
 
 
@@ -355,8 +360,84 @@ def test_plot_limits_rows(traced: dict[str, Any], tmp_path: Path) -> None:
 def test_plot_can_pick_rows_by_pattern(traced: dict[str, Any], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     assert plot_trace(traced, tmp_path / "s.png", size=(400, 300), rows=["s*"]) == 2
-    assert plot_trace(traced, tmp_path / "n.png", size=(400, 300), rows=["nothing"]) == 0
-    assert png_size(tmp_path / "n.png") == (400, 300)
+
+
+def test_rows_that_match_nothing_are_an_error_that_writes_nothing(
+    traced: dict[str, Any], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "n.png"
+    out.write_bytes(b"the picture from before")
+    with pytest.raises(NoSuchRows) as caught:
+        plot_trace(traced, out, size=(400, 300), rows=["nothing*"])
+    assert str(caught.value) == (
+        "rows: no row matches 'nothing*'; the rows are 'setter', 'sleeper', 'timers'"
+    )
+    assert isinstance(caught.value, ValueError)
+    assert out.read_bytes() == b"the picture from before"
+
+
+def fleet_with_a_breakdown() -> dict[str, Any]:
+    """An 8-hour shift: van-1 drives, breaks down at 03:10 for 45 minutes, drives on."""
+    recorder = TraceRecorder()
+    key = object()
+    recorder.add_run(key, "shift")
+    journeys = [
+        ("arrived", 0.0, 3 * 3600.0),
+        ("halted", 3 * 3600.0, 3 * 3600.0 + 600.0),  # a 10-minute drive, then the breakdown
+        ("arrived", 3 * 3600.0 + 600.0 + 2700.0, 8 * 3600.0),  # resumed 45 minutes later
+    ]
+    for outcome, start, end in journeys:
+        recorder.add_span(Span("vehicle van-1", "a -> b", start, end, outcome), key=key)
+    recorder.add_span(Span("vehicle van-2", "a -> b", 0.0, 60.0, "halted"), key=key)
+    recorder.add_span(Span("vehicle van-3", "a -> b", 0.0, 8 * 3600.0, "arrived"), key=key)
+    return recorder.trace()
+
+
+def categories_of(trace: dict[str, Any], row: str) -> list[tuple[str, float, float]]:
+    names = row_names(trace)
+    return [
+        (e["cat"], e["ts"], e["dur"])
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and names[(e["pid"], e["tid"])] == row
+    ]
+
+
+def test_a_halted_vehicle_stands_in_a_span_of_its_own() -> None:
+    trace = fleet_with_a_breakdown()
+    check_trace(trace)
+    us = 1_000_000
+    assert categories_of(trace, "vehicle van-1") == [
+        ("arrived", 0.0, 3 * 3600 * us),
+        ("halted", 3 * 3600 * us, 600 * us),
+        ("stopped", (3 * 3600 + 600) * us, 2700 * us),  # the 45 minutes it stood broken down
+        ("arrived", (3 * 3600 + 3300) * us, (8 * 3600 - 3 * 3600 - 3300) * us),
+    ]
+    assert [name for name, _, _ in spans_of(trace, "vehicle van-1")][2] == "halted, standing"
+    # Never moved again: it stands until the run's last event.
+    assert categories_of(trace, "vehicle van-2") == [
+        ("halted", 0.0, 60 * us),
+        ("stopped", 60 * us, (8 * 3600 - 60) * us),
+    ]
+
+
+def test_the_breakdown_is_visible_at_the_default_size(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    out = tmp_path / "fleet.png"
+    plot_trace(fleet_with_a_breakdown(), out)  # the default size, 1600x900
+    pixels = imread(out)
+
+    def columns_of(colour: str) -> int:
+        rgb = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        near = (abs(pixels[:, :, :3] - rgb) < 0.02).all(axis=2)
+        return int(near.any(axis=0).sum())
+
+    # The 10-minute halted drive, and the 45 minutes standing, are bands of their own colour
+    # (the legend adds a few swatch pixels of each).
+    assert columns_of(COLOURS["halted"]) >= 20
+    assert columns_of(COLOURS["stopped"]) >= 100
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,12 @@ few entry points through which programs create loops, and puts them back afterwa
   virtual one, with a note on stderr.
 * ``asyncio.Runner.run``: so that ``--until`` can end the run with its own status.
 * ``asyncio.new_event_loop``: for older code that builds its loop by hand.
+* On Python 3.11--3.13 only, the default policy class's ``new_event_loop`` method: the classic
+  ``loop = asyncio.get_event_loop(); loop.run_until_complete(main())`` (and
+  ``asyncio.get_event_loop_policy().get_event_loop()``) creates its loop there when none is
+  set.  No policy is installed, and asyncio's own DeprecationWarning on 3.12--3.13 is left as
+  it is.  From 3.14 on asyncio raises ``RuntimeError`` there instead of creating a loop, and
+  so it does under the command.
 * ``trio.run``: a run without a ``clock`` gets a :class:`virtualtime.trio.VirtualClock`
   (anyio's trio backend calls ``trio.run`` too).  trio is never imported on the script's
   behalf: if it is not imported yet, an import hook patches ``trio.run`` the moment the
@@ -27,10 +33,19 @@ few entry points through which programs create loops, and puts them back afterwa
   ``--start``, ``--rate``, ``--patch-time`` and the history ``--trace`` needs also reach the
   loops and clocks the script makes itself (``virtualtime.run(main())`` in an example), and
   so that every virtual loop is counted in the summary, traced and stopped by ``--until``.
+* ``VirtualEventLoop.close``: a closed loop's numbers go into the summary's totals and its
+  history into the trace, and the command keeps nothing else of it, so a script that runs
+  ``asyncio.run`` thousands of times costs per run what it costs without the command.
+
+Only the main thread's loops are made virtual.  A helper thread that runs its own
+``asyncio.run`` (a background client, a rate limiter's refill thread) gets the stock loop, in
+real time, as it would without the command; a virtual loop a thread asks for explicitly
+(``virtualtime.run``) stays virtual but keeps its own options and is not counted.
+``--all-threads`` makes every thread's loops virtual (each one on its own clock).
 
 Only these public names are replaced, on the classes and modules themselves, so ``from asyncio
-import run`` inside the script sees the virtual version as well.  Nothing here uses an
-event-loop policy, so no deprecation warning is raised on any Python from 3.11 to 3.15.
+import run`` inside the script sees the virtual version as well.  Nothing here installs or asks
+for an event-loop policy, so the command adds no deprecation warning on Python 3.11 to 3.15.
 
 ``--until T`` schedules one extra timer at ``T`` on each loop (after every other timer due at
 ``T``): it cancels every task, as ``asyncio.run`` does on the way out, and the command then
@@ -67,6 +82,8 @@ from typing import IO, Any, Final, TextIO
 from ._control import settle
 from ._errors import DeadlockError
 from ._loop import VirtualEventLoop
+from ._units import format_duration as format_duration
+from ._units import parse_time as parse_time
 
 __all__ = ["EXIT_DEADLOCK", "EXIT_ERROR", "EXIT_UNTIL", "EXIT_USAGE", "main", "parse_time"]
 
@@ -110,51 +127,6 @@ examples:
 
 
 # --------------------------------------------------------------------------- small parsers
-
-_UNITS: Final = {
-    "": 1.0,
-    "s": 1.0,
-    "sec": 1.0,
-    "ms": 1e-3,
-    "m": 60.0,
-    "min": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-    "w": 7 * 86400.0,
-}
-_DURATION_PART: Final = re.compile(
-    r"\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)\s*(ms|sec|min|s|m|h|d|w)?",
-    re.IGNORECASE,
-)
-
-
-def parse_time(text: str) -> float:
-    """Seconds from ``"3600"``, ``"90s"``, ``"15m"``, ``"36h"``, ``"2d"`` or ``"1h30m"``.
-
-    Raises ``ValueError`` naming the text and the accepted forms.  The result is finite and
-    >= 0; a bare number is seconds.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"expected a string, got {text!r}")
-    spec = text.strip()
-    total = 0.0
-    pos = 0
-    parts = 0
-    while pos < len(spec):
-        match = _DURATION_PART.match(spec, pos)
-        if match is None or match.end() == pos:
-            break
-        number, unit = match.groups()
-        if unit is None and (parts or match.end() < len(spec)):
-            break  # a bare number must be the whole text
-        total += float(number) * _UNITS[(unit or "").lower()]
-        pos = match.end()
-        parts += 1
-    if not spec or parts == 0 or pos != len(spec) or not math.isfinite(total):
-        raise ValueError(
-            f"expected seconds (3600) or a duration (90s, 15m, 36h, 2d, 1h30m), got {text!r}"
-        )
-    return total
 
 
 def _time_arg(text: str) -> float:
@@ -202,21 +174,6 @@ def _size_arg(text: str) -> tuple[int, int]:
             f"width and height must be 200 to 20000 pixels, got {text!r}"
         )
     return width, height
-
-
-def format_duration(seconds: float) -> str:
-    """A span of virtual time for people: ``1.5 s``, ``12 min 30 s``, ``1 d 2 h``."""
-    if seconds < 60:
-        return f"{seconds:.4g} s"
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h" if hours else f"{days} d"
-    if hours:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    return f"{minutes} min {secs} s" if secs else f"{minutes} min"
 
 
 # --------------------------------------------------------------------------- the parser
@@ -295,6 +252,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "--patch-time",
         action="store_true",
         help="make time.time(), time.monotonic() and datetime.now() follow virtual time (asyncio)",
+    )
+    run.add_argument(
+        "--all-threads",
+        action="store_true",
+        help="make loops started by other threads virtual too (default: the main thread's only)",
     )
     run.add_argument(
         "-q", "--quiet", action="store_true", help="no summary line, progress bar or notes"
@@ -398,6 +360,7 @@ class _Options:
     history: int | None = None
     patch_time: bool = False
     quiet: bool = False
+    all_threads: bool = False
 
     def merge(self, options: dict[str, Any]) -> dict[str, Any]:
         """A virtual loop's ``options`` with the command line's on top."""
@@ -426,14 +389,36 @@ class _Options:
 
 @dataclass
 class _Session:
-    """The patches for one ``virtualtime run``, and what they saw."""
+    """The patches for one ``virtualtime run``, and what they saw.
+
+    Nothing is kept per closed loop (or finished trio run): while a clock runs it is in
+    :attr:`clocks`; when its loop closes (or its trio run returns) its numbers are added to
+    the totals, its trace is handed to the recorder, and it is dropped.  So a script that calls
+    ``asyncio.run`` a million times costs the same per call as without the command.
+    """
 
     options: _Options
     notes: TextIO
-    clocks: list[_Clock] = field(default_factory=list)
+    recorder: Any = None
+    clocks: dict[int, _Clock] = field(default_factory=dict)
+    """The live clocks (loops not closed yet, trio runs under way), by ``id`` of the key."""
     stops: dict[int, _Stop] = field(default_factory=dict)
+    first_stop: _Stop | None = None
+    seen: int = 0
+    """How many clocks were ever adopted (also numbers their labels)."""
+    runs: int = 0
+    total_elapsed: float = 0.0
+    total_timers: int | None = None
+    total_jumps: int | None = None
+    latest: _Clock | None = None
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _trio_depth: int = 0
+
+    # ---- which threads
+
+    def virtual_here(self) -> bool:
+        """Whether loops made in the current thread are made virtual (see ``--all-threads``)."""
+        return self.options.all_threads or threading.current_thread() is threading.main_thread()
 
     # ---- loops
 
@@ -441,17 +426,23 @@ class _Session:
         """The virtual loop factory the patched entry points use."""
         return VirtualEventLoop()  # the patched __init__ adds the options and adopts it
 
+    def _add(self, clock: _Clock) -> None:
+        self.seen += 1
+        self.clocks[id(clock.key)] = clock
+        self.latest = clock
+
     def adopt(self, loop: VirtualEventLoop) -> VirtualEventLoop:
         """Count ``loop`` in the summary and trace; arm ``--until`` on it."""
-        if any(clock.key is loop for clock in self.clocks):
+        if id(loop) in self.clocks:
             return loop
-        self.clocks.append(
+        stops = self.stops
+        self._add(
             _Clock(
                 loop,
-                f"asyncio loop {len(self.clocks) + 1}",
+                f"asyncio loop {self.seen + 1}",
                 loop.start_time,
                 loop.time,
-                timers=lambda: loop.timers_fired - (1 if id(loop) in self.stops else 0),
+                timers=lambda: loop.timers_fired - (1 if id(loop) in stops else 0),
             )
         )
         until = self.options.until
@@ -464,19 +455,54 @@ class _Session:
             loop.call_at(until, stop, priority=_UNTIL_PRIORITY)
         return loop
 
+    def retire(self, key: object) -> None:
+        """``key``'s loop closed (or trio run ended): keep its numbers, drop the clock."""
+        clock = self.clocks.pop(id(key), None)
+        if clock is None:
+            return
+        now = clock.now()
+        timers = clock.timers() if clock.timers is not None else None
+        jumps = clock.jumps() if clock.jumps is not None else None
+        if now != clock.start or timers or jumps:
+            self.runs += 1
+            self.total_elapsed += max(now - clock.start, 0.0)
+            if self.recorder is not None:
+                history: Sequence[Any] = ()
+                dropped = 0
+                if isinstance(key, VirtualEventLoop):
+                    history = key.history
+                    dropped = max(key.timers_fired - len(history), 0)
+                self.recorder.add_run(key, clock.label, history, dropped)
+                self.recorder.forget(key)
+        if timers is not None:
+            self.total_timers = (self.total_timers or 0) + timers
+        if jumps is not None:
+            self.total_jumps = (self.total_jumps or 0) + jumps
+        self.stops.pop(id(key), None)
+        if self.latest is clock:
+            self.latest = _Clock(None, clock.label, clock.start, lambda: now)
+
+    def retire_all(self) -> None:
+        """The run is over: account for the clocks still live (loops never closed)."""
+        for clock in list(self.clocks.values()):
+            self.retire(clock.key)
+
     async def _stop(self, loop: VirtualEventLoop) -> None:
         # Let everything due at the --until instant run and settle first (like run_until),
         # then cancel what is left, as asyncio.run does on its way out.
         await settle()
         me = asyncio.current_task()
         tasks = [task for task in asyncio.all_tasks(loop) if task is not me and not task.done()]
-        self.stops[id(loop)] = _Stop(loop.time(), len(tasks), loop.peek() == math.inf)
+        stop = self.stops[id(loop)] = _Stop(loop.time(), len(tasks), loop.peek() == math.inf)
+        self.first_stop = self.first_stop or stop
         for task in tasks:
             task.cancel(msg=f"virtualtime run --until: stopped at t={loop.time()!r}")
 
     def factory_for(
         self, user_factory: Callable[[], asyncio.AbstractEventLoop] | None
-    ) -> Callable[[], asyncio.AbstractEventLoop]:
+    ) -> Callable[[], asyncio.AbstractEventLoop] | None:
+        if not self.virtual_here():
+            return user_factory  # another thread's loop: left as the script made it
         if user_factory is None:
             return self.new_loop
 
@@ -499,18 +525,18 @@ class _Session:
     # ---- trio
 
     def adopt_clock(self, clock: Any) -> None:
-        if any(existing.key is clock for existing in self.clocks):
+        if id(clock) in self.clocks:
             return
-        label = f"trio run {len(self.clocks) + 1}"
+        label = f"trio run {self.seen + 1}"
         now = clock.current_time
-        self.clocks.append(_Clock(clock, label, now(), now, jumps=lambda: int(clock.jumps)))
+        self._add(_Clock(clock, label, now(), now, jumps=lambda: int(clock.jumps)))
 
     def trio_run(self, original: Callable[..., Any]) -> Callable[..., Any]:
         session = self
 
         @functools.wraps(original)
         def run(async_fn: Callable[..., Any], *args: Any, clock: Any = None, **kwargs: Any) -> Any:
-            if session._trio_depth:
+            if session._trio_depth or not session.virtual_here():
                 return original(async_fn, *args, clock=clock, **kwargs)
             from .trio import VirtualClock
             from .trio import run as virtual_run
@@ -533,6 +559,7 @@ class _Session:
                 return original(main, *args, clock=clock, **kwargs)
             finally:
                 session._trio_depth -= 1
+                session.retire(clock)  # the run is over: keep its numbers, not its clock
 
         return run
 
@@ -549,7 +576,7 @@ class _Session:
                 return await async_fn(*args)
             if scope.cancelled_caught:
                 stop = _Stop(trio.current_time(), 0, False)
-                session.stops[id(trio.lowlevel.current_clock())] = stop
+                session.first_stop = session.first_stop or stop
                 raise UntilReached(stop)
             return None  # pragma: no cover - the scope only cancels at the deadline
 
@@ -564,30 +591,25 @@ class _Session:
             print(f"virtualtime: {message}", file=self.notes, flush=True)
 
     def current_time(self) -> float | None:
-        if not self.clocks:
-            return None
-        return self.clocks[-1].now()
-
-    def active(self) -> list[_Clock]:
-        """The clocks that did something (not, say, a loop created only to check options)."""
-        return [
-            clock
-            for clock in self.clocks
-            if clock.now() != clock.start
-            or (clock.timers is not None and clock.timers())
-            or (clock.jumps is not None and clock.jumps())
-        ]
+        """The time of the clock adopted last (live or not), or None before any."""
+        return None if self.latest is None else self.latest.now()
 
     def elapsed(self) -> float:
-        return sum(max(clock.now() - clock.start, 0.0) for clock in self.clocks)
+        return self.total_elapsed + sum(
+            max(clock.now() - clock.start, 0.0) for clock in self.clocks.values()
+        )
 
     def timers(self) -> int | None:
-        counts = [clock.timers() for clock in self.clocks if clock.timers is not None]
-        return sum(counts) if counts else None
+        counts = [clock.timers() for clock in self.clocks.values() if clock.timers is not None]
+        if self.total_timers is None and not counts:
+            return None
+        return (self.total_timers or 0) + sum(counts)
 
     def jumps(self) -> int | None:
-        counts = [clock.jumps() for clock in self.clocks if clock.jumps is not None]
-        return sum(counts) if counts else None
+        counts = [clock.jumps() for clock in self.clocks.values() if clock.jumps is not None]
+        if self.total_jumps is None and not counts:
+            return None
+        return (self.total_jumps or 0) + sum(counts)
 
     # ---- patching
 
@@ -644,17 +666,34 @@ class _Session:
 
         @functools.wraps(loop_init)
         def virtual_init(loop: VirtualEventLoop, **options: Any) -> None:
+            if not session.virtual_here():  # another thread's own virtual loop: as it is
+                loop_init(loop, **options)
+                return
             loop_init(loop, **session.options.merge(options))
             session.adopt(loop)
 
         self._replace(VirtualEventLoop, "__init__", virtual_init)
+        loop_close = VirtualEventLoop.close
+
+        @functools.wraps(loop_close)
+        def virtual_close(loop: VirtualEventLoop) -> None:
+            loop_close(loop)
+            session.retire(loop)  # nothing is kept per closed loop
+
+        self._replace(VirtualEventLoop, "close", virtual_close)
+
+        stock_new_event_loop = asyncio.new_event_loop
 
         def new_event_loop() -> asyncio.AbstractEventLoop:
+            if not session.virtual_here():
+                return stock_new_event_loop()
             return session.new_loop()
 
         new_event_loop.__doc__ = "A new virtual event loop (patched by `virtualtime run`)."
         self._replace(asyncio, "new_event_loop", new_event_loop)
         self._replace(asyncio.events, "new_event_loop", new_event_loop)
+        if sys.version_info < (3, 14):
+            self._patch_default_policy()
 
         # trio is patched now if the script's process has imported it already, else the
         # moment the script imports it (never on its behalf).
@@ -671,6 +710,28 @@ class _Session:
             sys.meta_path.insert(0, hook)
             self._undo.append(lambda: sys.meta_path.remove(hook))
 
+    def _patch_default_policy(self) -> None:
+        """Make the loop asyncio creates implicitly on 3.11--3.13 virtual, without a policy.
+
+        ``loop = asyncio.get_event_loop(); loop.run_until_complete(main())`` -- and
+        ``asyncio.get_event_loop_policy().get_event_loop()`` -- make a loop in the main thread
+        when none is set, by calling the default policy's ``new_event_loop()``: that method
+        is replaced on the default policy class for the run (no policy is installed, and
+        asyncio's own DeprecationWarning on 3.12 and 3.13 is left as it is).  From 3.14 on
+        both raise ``RuntimeError`` when no loop is set, under the command as without it.
+        """
+        policy_class = asyncio.events.BaseDefaultEventLoopPolicy
+        stock = policy_class.new_event_loop
+        session = self
+
+        @functools.wraps(stock)
+        def new_event_loop(policy: asyncio.events.BaseDefaultEventLoopPolicy) -> Any:
+            if not session.virtual_here():
+                return stock(policy)
+            return session.new_loop()
+
+        self._replace(policy_class, "new_event_loop", new_event_loop)
+
     def _patch_trio(self, module: ModuleType) -> None:
         original = getattr(module, "run", None)
         if original is None:  # pragma: no cover - a trio without trio.run
@@ -684,6 +745,9 @@ class _Session:
 
         @functools.wraps(clock_init)
         def init(clock: Any, **options: Any) -> None:
+            if not session.virtual_here():
+                clock_init(clock, **options)
+                return
             clock_init(clock, **session.options.clock_options(options))
 
         self._replace(clock_class, "__init__", init)
@@ -796,10 +860,10 @@ class _Progress:
 
     def fraction(self) -> tuple[float, float]:
         """How far the current run is from its start to ``--until``, and its time now."""
-        clocks = self.session.clocks
-        if not clocks:
+        latest = self.session.latest
+        if latest is None:
             return 0.0, 0.0
-        start, now = clocks[-1].start, clocks[-1].now()
+        start, now = latest.start, latest.now()
         span = self.until - start
         return (1.0 if span <= 0 else (now - start) / span), now
 
@@ -1042,13 +1106,13 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         history=args.trace_limit if args.trace is not None else None,
         patch_time=args.patch_time,
         quiet=args.quiet,
+        all_threads=args.all_threads,
     )
     notes = sys.stderr
-    session = _Session(options, notes)
-
     from ._trace import TraceRecorder
 
     recorder = TraceRecorder() if args.trace is not None else None
+    session = _Session(options, notes, recorder)
     random_state = random.getstate()
     if args.seed is not None:
         random.seed(args.seed)
@@ -1075,9 +1139,8 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
     except BaseException as error:  # the script's own failure: show it as python would
-        until_hit = bool(session.stops)
-        if isinstance(error, asyncio.CancelledError) and until_hit:
-            outcome = UntilReached(next(iter(session.stops.values())))
+        if isinstance(error, asyncio.CancelledError) and session.first_stop is not None:
+            outcome = UntilReached(session.first_stop)
             status = EXIT_UNTIL
         else:
             sys.stdout.flush()
@@ -1087,6 +1150,7 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         real = time.perf_counter() - began
         random.setstate(random_state)
         _flush(sys.stdout)
+        session.retire_all()
 
     if isinstance(outcome, DeadlockError):
         print(f"virtualtime: {outcome}", file=sys.stderr, flush=True)
@@ -1099,13 +1163,6 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         print(f"virtualtime: interrupted{where}", file=sys.stderr, flush=True)
 
     if recorder is not None:
-        for clock in session.active():
-            history: Sequence[Any] = ()
-            dropped = 0
-            if isinstance(clock.key, VirtualEventLoop):
-                history = clock.key.history
-                dropped = max(clock.key.timers_fired - len(history), 0)
-            recorder.add_run(clock.key, clock.label, history, dropped)
         try:
             count = recorder.write(str(args.trace), command=_command_line(target))
         except OSError as error:
@@ -1137,7 +1194,7 @@ def _until_message(stop: object, until: float) -> str:
 
 
 def _summary(session: _Session, real: float) -> str:
-    if not session.clocks:
+    if not session.seen:
         return (
             "virtualtime: the script never started an event loop "
             "(asyncio.run, asyncio.Runner, anyio.run or trio.run)"
@@ -1153,7 +1210,7 @@ def _summary(session: _Session, real: float) -> str:
     jumps = session.jumps()
     if jumps:
         text += f", {jumps:,} trio clock jump{'s' if jumps != 1 else ''}"
-    runs = len(session.active())
+    runs = session.runs
     if runs > 1:
         text += f", {runs} runs"
     return text
@@ -1172,7 +1229,7 @@ def _flush(stream: IO[str]) -> None:
 
 
 def _command_plot(args: argparse.Namespace) -> int:
-    from ._trace import plot_trace
+    from ._trace import NoSuchRows, plot_trace
 
     if not os.path.isfile(args.trace):
         _error(f"plot: no trace file {os.path.abspath(args.trace)!r}")
@@ -1190,6 +1247,9 @@ def _command_plot(args: argparse.Namespace) -> int:
     except ImportError as error:
         _error(str(error))
         return EXIT_ERROR
+    except NoSuchRows as error:  # nothing is written: a bad --rows is a bad command line
+        _error(f"plot: --{error}")
+        return EXIT_USAGE
     except (ValueError, OSError) as error:
         _error(f"plot: {error}")
         return EXIT_ERROR

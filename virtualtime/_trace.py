@@ -14,20 +14,25 @@ The loop's history (:class:`~virtualtime.HistoryRecord`) lists every timer it di
 instant it was scheduled, the instant it fired and what it woke.  A timer that woke a task
 (``"task <name>"``: an ``asyncio.sleep``, anyio's ``sleep``, a ``virtualtime.sleep``) is a
 stretch that task spent **asleep**, drawn as a ``sleep`` span on the task's row from
-``scheduled`` to ``time``.  Between waking and its next timed sleep the task was **awake**:
-running, or waiting on something that is not a timer (a queue, a lock, another task, real
-I/O); that stretch is an ``awake`` span.  A timer whose callback is not a task wake-up (a
+``scheduled`` to ``time``.  Running takes no virtual time (the clock only moves from timer to
+timer), so a stretch of virtual time between a task waking up and its next timed sleep is time
+it spent **waiting** on something that is not a timer -- a queue, a lock, an event, another
+task, real I/O: that stretch is a ``waiting`` span.  The moment a task runs is the tick drawn
+where a sleep ends.  A timer whose callback is not a task wake-up (a
 ``call_later`` callback, the expiry of ``asyncio.timeout``) is an instant event on the
 ``timers`` row.  Sleeps that were cancelled before they fired never reach the history, so a
-task whose sleep was cut short by a timeout shows that stretch as awake.
+task whose sleep was cut short by a timeout shows that stretch as waiting.
 
 Other layers add their own spans through :func:`record_span`: the simulation toolkit reports
-each vehicle journey there, with its outcome.  Spans that share a row never overlap: a row
+each vehicle journey there, with its outcome.  A journey that ended ``halted`` leaves its
+vehicle standing until its next journey begins (a resume, or a new destination), or until the
+run ends: that stretch is added as a span of its own, category ``stopped``, so a breakdown
+shows as long as it lasted.  Spans that share a row never overlap: a row
 whose spans would overlap (two tasks with the same name) is split into lanes
 (``"worker (2)"``).  When history records carry a ``task_id``, a gap between the spans of two
-different tasks that share a name is left empty rather than drawn as awake; without it, tasks
+different tasks that share a name is left empty rather than drawn as waiting; without it, tasks
 that share a name one after another (anyio names tasks after their function) look like one
-task that was awake in between.
+task that waited in between.
 
 Units and layout
 ----------------
@@ -57,6 +62,7 @@ __all__ = [
     "COLOURS",
     "LEGEND",
     "MICROSECONDS",
+    "NoSuchRows",
     "Span",
     "TraceRecorder",
     "chrome_trace",
@@ -136,6 +142,17 @@ class TraceRecorder:
         index = self._index(key)
         self._runs[index] = (key, label, tuple(history), dropped)
 
+    def forget(self, key: object) -> None:
+        """Stop filing spans under ``key``'s run, and let go of ``key``; its run stays.
+
+        Call it when the loop or clock is done (closed), so the recorder does not keep it
+        alive and a new loop that happens to get the same ``id`` starts a run of its own.
+        """
+        index = self._keys.pop(id(key), None)
+        if index is not None:
+            _key, label, history, dropped = self._runs[index]
+            self._runs[index] = (None, label, history, dropped)
+
     def add_span(self, span: Span, key: object | None = None) -> None:
         """File ``span`` under the run of ``key`` (default: the run that is executing now)."""
         if key is None:
@@ -183,7 +200,8 @@ def record_span(
     This is the hook other layers call to appear in traces and timelines; when nothing is
     recording it only checks the times.  ``row`` names the timeline row (``"vehicle van-1"``),
     ``name`` labels the span (``"depot -> dock 3"``), ``category`` groups spans for colour
-    (the timeline knows ``arrived``, ``halted``, ``redirected`` and ``reset``), and ``args``
+    (the timeline knows ``arrived``, ``halted``, ``redirected`` and ``reset``; after a
+    ``halted`` span the trace adds a ``stopped`` one until the row's next span), and ``args``
     are shown when the span is selected in Perfetto.  Times are virtual seconds of the clock
     the caller runs on; ``end`` must not be before ``start``.
     """
@@ -313,11 +331,11 @@ def _run_events(
         if record.what.startswith(_TASK_PREFIX):
             start, end = record.scheduled, record.time
             # Tasks may share a name (anyio names them after their function); when the loop
-            # tells tasks apart, a gap between two different tasks is not drawn as awake.
+            # tells tasks apart, a gap between two different tasks is not drawn as waiting.
             owner = getattr(record, "task_id", None)
             tid, previous = lanes.place(record.what[len(_TASK_PREFIX) :], start, end, owner)
             if previous is not None and previous < start:
-                body.append(_span(pid, tid, "awake", "awake", previous, start, {}))
+                body.append(_span(pid, tid, "waiting", "waiting", previous, start, {}))
             args = {"slept": end - start, "priority": record.priority, "seq": record.seq}
             body.append(_span(pid, tid, "sleep", "sleep", start, end, args))
         else:
@@ -338,7 +356,9 @@ def _run_events(
                     },
                 }
             )
-    for span in sorted(spans, key=lambda s: (s.start, s.end)):
+    ordered = sorted(spans, key=lambda s: (s.start, s.end))
+    ordered = sorted(ordered + _standing(ordered, _run_end(history, ordered)), key=_span_order)
+    for span in ordered:
         tid, _previous = lanes.place(span.row, span.start, span.end)
         extra: dict[str, Any] = dict(span.args)
         body.append(_span(pid, tid, span.name, span.category, span.start, span.end, extra))
@@ -362,6 +382,34 @@ def _run_events(
         meta.append(_meta(pid, tid, "thread_name", name=name))
         meta.append(_meta(pid, tid, "thread_sort_index", sort_index=tid or len(names)))
     return meta + body
+
+
+def _span_order(span: Span) -> tuple[float, float]:
+    return span.start, span.end
+
+
+def _run_end(history: Sequence[HistoryRecord], spans: Sequence[Span]) -> float:
+    """The last instant anything in this run is known to have happened."""
+    ends = [record.time for record in history] + [span.end for span in spans]
+    return max(ends, default=0.0)
+
+
+def _standing(spans: Sequence[Span], end: float) -> list[Span]:
+    """A ``stopped`` span after each ``halted`` one, until its row's next span (or ``end``)."""
+    by_row: dict[str, list[Span]] = {}
+    for span in spans:
+        by_row.setdefault(span.row, []).append(span)
+    added = []
+    for row, row_spans in by_row.items():
+        for index, span in enumerate(row_spans):
+            if span.category != "halted":
+                continue
+            later = [s.start for s in row_spans[index + 1 :] if s.start >= span.end]
+            until = min(later, default=end)
+            if until > span.end:
+                args = {"position": span.args.get("position"), "after": span.name}
+                added.append(Span(row, "halted, standing", span.end, until, "stopped", args))
+    return added
 
 
 def _meta(pid: int, tid: int, kind: str, **args: object) -> dict[str, Any]:
@@ -389,9 +437,10 @@ def _span(
 
 COLOURS: Final[Mapping[str, str]] = {
     "sleep": "#c6dbef",
-    "awake": "#f28e2b",
+    "waiting": "#f28e2b",
     "arrived": "#59a14f",
     "halted": "#e15759",
+    "stopped": "#f4a6a7",
     "redirected": "#edc948",
     "reset": "#9c9c9c",
     "span": "#4e79a7",
@@ -404,14 +453,30 @@ WAKE_COLOUR: Final = "#2f6da3"
 
 LEGEND: Final[Mapping[str, str]] = {
     "sleep": "asleep on a timer",
-    "awake": "awake: running, or waiting on something else",
+    "waiting": "waiting: on a queue, lock, event, task or I/O",
     "timer": "timer callback",
     "arrived": "journey: arrived",
     "halted": "journey: halted",
+    "stopped": "halted: standing until it moves again",
     "redirected": "journey: redirected",
     "reset": "journey: reset",
 }
 """Legend text of each span category in :func:`plot_trace`."""
+
+_BANDS: Final = frozenset({"sleep", "waiting"})
+"""Categories drawn as a thin band: a task that is not running (asleep, or waiting)."""
+
+_EMPHASISED: Final = frozenset({"halted", "stopped"})
+"""Categories drawn at least a few pixels wide, above the rest."""
+
+
+def _draw_order(category: str) -> tuple[int, str]:
+    return (0 if category in _BANDS else 2 if category in _EMPHASISED else 1), category
+
+
+class NoSuchRows(ValueError):
+    """``plot_trace(rows=...)`` matched no row; the message lists the rows there are."""
+
 
 _OTHER_COLOURS: Final = ("#76b7b2", "#b07aa1", "#ff9da7", "#9c755f", "#af7aa1")
 
@@ -542,8 +607,9 @@ def plot_trace(
     ``source`` is a trace file written by ``virtualtime run --trace`` (or :func:`write_trace`)
     or a trace dict; ``output``'s suffix picks the format (``.png``, ``.svg``, ``.pdf``);
     ``size`` is in pixels.  ``rows`` keeps only the rows whose name matches one of these
-    shell-style patterns (``["vehicle *"]``); rows past ``max_rows`` are left out (and counted
-    in the subtitle).
+    shell-style patterns (``["vehicle *"]``); when none matches, :class:`NoSuchRows` (a
+    ``ValueError``) lists the rows there are and nothing is written.  Rows past ``max_rows``
+    are left out (and counted in the subtitle).
     Returns the number of rows drawn.  Needs matplotlib (``pip install
     'async-virtualtime[plot]'``); raises ``ImportError`` saying so when it is missing.
     """
@@ -570,7 +636,15 @@ def plot_trace(
     every, processes = _rows(trace)
     if rows is not None:
         patterns = [rows] if isinstance(rows, str) else list(rows)
-        every = [r for r in every if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
+        matching = [r for r in every if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
+        if not matching:
+            names = sorted({r.name for r in every})
+            shown = ", ".join(repr(n) for n in names[:30]) + (", ..." if len(names) > 30 else "")
+            raise NoSuchRows(
+                f"rows: no row matches {', '.join(repr(p) for p in patterns)}; the rows are "
+                f"{shown or '(none: the trace is empty)'}"
+            )
+        every = matching
     hidden = max(len(every) - max_rows, 0)
     chosen = every[:max_rows]
     several = len({r.pid for r in chosen}) > 1
@@ -595,17 +669,23 @@ def plot_trace(
             used[category] = COLOURS.get(category) or next(extra, COLOURS["span"])
         return used[category]
 
-    minimum = (t1 - t0) / (width * 2)  # keep zero-length spans visible
+    pixel = (t1 - t0) / width
     for y, r in enumerate(chosen):
-        for category in sorted(r.bars, key=lambda c: (c != "sleep", c)):
-            half = 0.14 if category == "sleep" else 0.34
+        for category in sorted(r.bars, key=_draw_order):
+            band = category in _BANDS
+            half = 0.14 if band else 0.34
+            # Zero-length spans stay visible; a halt (its journey, then the vehicle standing)
+            # is the event of the picture and never shrinks below a few pixels.
+            minimum = pixel * (3.0 if category in _EMPHASISED else 0.5)
             ax.broken_barh(
                 [(s, max(e - s, minimum)) for s, e in r.bars[category]],
                 (y - half, 2 * half),
                 facecolors=colour(category),
                 # Back-to-back journeys stay distinct; back-to-back sleeps blend into one band.
-                edgecolors="none" if category == "sleep" else "white",
+                edgecolors="none" if band or category == "halted" else "white",
                 linewidth=0.8,
+                hatch="////" if category == "stopped" else None,
+                zorder=3 if category in _EMPHASISED else 2,
             )
         wakeups = [e for _s, e in r.bars.get("sleep", ())]
         if wakeups:
@@ -674,7 +754,15 @@ def plot_trace(
             f"{pid}: {processes.get(pid, pid)}" for pid in sorted(processes)
         )
     ax.set_title(subtitle, loc="left", fontsize=9, color="#555555")
-    handles: list[Any] = [Patch(facecolor=c, label=LEGEND.get(k, k)) for k, c in used.items()]
+    handles: list[Any] = [
+        Patch(
+            facecolor=c,
+            label=LEGEND.get(k, k),
+            hatch="////" if k == "stopped" else None,
+            edgecolor="white" if k == "stopped" else None,
+        )
+        for k, c in used.items()
+    ]
     if "sleep" in used:
         handles.insert(1, Line2D([], [], color=WAKE_COLOUR, linewidth=1.2, label="woke up"))
     if instants:

@@ -22,7 +22,25 @@ that sets it, so a module can set ``history=100`` and one test add ``start=50``.
 test is virtual at all comes from the closest mark: a mark with no positional argument means
 yes, ``virtualtime(False)`` means no.  With no mark at all, ``--virtualtime`` / the ini option
 decide.  Options are validated at collection: an unknown option, a bad value or a bad
-positional argument is a collection error naming the test, the option and the rule.
+positional argument is a collection error naming the test, the option and the rule (a misspelt
+option also gets the closest real one: "did you mean autojump?").  The mark is for async tests;
+on a synchronous test it is a set-up error that says what to do instead.
+
+The horizon, interrupts, deadlocks
+----------------------------------
+``max_time`` (the plugin's own option, not the loop's) is how much virtual time the test
+function may take: past it the test is stopped and fails with the virtual time it reached, the
+timers fired (on trio: the clock's jumps), and the likely cause -- a deadline read from a clock
+the loop does not drive.  Seconds or a duration (``"36h"``); ``None`` means no horizon.  The
+default is :data:`DEFAULT_MAX_TIME` (one virtual day), replaced by the ini option
+``virtualtime_max_time`` and, above it, by ``--virtualtime-max-time``; a mark's ``max_time``
+wins over both.  How it is watched without a timer of its own (which would change ``peek()``,
+``step()`` and deadlock detection) is told in :class:`_Watch`.  When a virtual test is
+interrupted -- Ctrl-C, or pytest-timeout's signal method -- the same facts are printed.
+A test that deadlocks fails with a short report, alike on asyncio and trio
+(:func:`deadlock_report`); ``--tb=long`` keeps the full traceback.  A test that looptime would
+also fake (its mark, or ``--looptime``) fails at set-up: two fake clocks on one loop give wrong
+results.
 
 How it plugs in
 ---------------
@@ -107,14 +125,15 @@ if TYPE_CHECKING:
 from ._anyio import TRIO_OPTIONS
 from ._loop import LOOP_OPTIONS, check_loop_options
 
-__all__ = ["VirtualTime"]
+__all__ = ["DEFAULT_MAX_TIME", "VirtualTime", "deadlock_report"]
 
 MARKER: Final = "virtualtime"
 
 _MARKER_HELP: Final = (
     "virtualtime(enabled=True, /, **options): run this async test (pytest-asyncio or anyio) "
-    "in virtual time; options are virtualtime.VirtualEventLoop options (start, autojump, "
-    "history, ...); virtualtime(False) opts out of --virtualtime."
+    "in virtual time; options are max_time (the virtual horizon, default 1 day; None: none) "
+    "and virtualtime.VirtualEventLoop options (start, autojump, history, ...); "
+    "virtualtime(False) opts out of --virtualtime."
 )
 
 
@@ -126,12 +145,22 @@ _FACTORIES_PLUGIN_NAME: Final = "virtualtime-asyncio-loop-factories"
 # ------------------------------------------------------------------ settings of a test
 
 
+DEFAULT_MAX_TIME: Final = 86400.0
+"""The virtual horizon of a test when nothing sets ``max_time``: one virtual day."""
+
+_MAX_TIME: Final = "max_time"
+"""The one marker option that is the plugin's own, not a loop option."""
+
+_NO_MAX_TIME: Final = ("none", "off", "inf", "infinity")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Settings:
-    """Whether a test runs in virtual time, and with which loop options."""
+    """Whether a test runs in virtual time, with which loop options, and its horizon."""
 
     virtual: bool
     options: tuple[tuple[str, Any], ...] = ()
+    max_time: float | None = DEFAULT_MAX_TIME
 
     def options_dict(self) -> dict[str, Any]:
         return dict(self.options)
@@ -141,6 +170,7 @@ _NOT_VIRTUAL: Final = _Settings(virtual=False)
 
 _SETTINGS_KEY: Final = pytest.StashKey[_Settings]()
 _GLOBAL_KEY: Final = pytest.StashKey[bool]()
+_MAX_TIME_KEY: Final = pytest.StashKey["float | None"]()
 """(option, value) pairs already accepted by the loop: validation builds a loop only once."""
 
 
@@ -156,20 +186,86 @@ def _global_switch(config: pytest.Config) -> bool:
 
 
 def _fail(nodeid: str, problem: str) -> NoReturn:
-    pytest.fail(f"{nodeid}: @pytest.mark.{MARKER}: {problem}", pytrace=False)
+    # ``from None``: a problem found while handling another exception is reported once.
+    raise pytest.fail.Exception(
+        f"{nodeid}: @pytest.mark.{MARKER}: {problem}", pytrace=False
+    ) from None
 
 
 def _check_option(nodeid: str, name: str, value: Any) -> None:
+    if name == _MAX_TIME:
+        try:
+            _check_max_time(value)
+        except (TypeError, ValueError) as exc:
+            problem = f"bad option {name}={value!r}: {exc}"
+        else:
+            return
+        _fail(nodeid, problem)
     if name not in LOOP_OPTIONS:
+        known = (*LOOP_OPTIONS, _MAX_TIME)
+        import difflib
+
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
         _fail(
             nodeid,
-            f"unknown option {name!r} (={value!r}); the options are those of "
-            f"virtualtime.VirtualEventLoop: {', '.join(LOOP_OPTIONS)}",
+            f"unknown option {name!r} (={value!r}){hint}; the options are {_MAX_TIME} and "
+            f"those of virtualtime.VirtualEventLoop: {', '.join(LOOP_OPTIONS)}",
         )
     try:
         check_loop_options(**{name: value})
     except (TypeError, ValueError) as exc:
-        _fail(nodeid, f"bad option {name}={value!r}: {exc}")
+        problem = f"bad option {name}={value!r}: {exc}"
+    else:
+        return
+    _fail(nodeid, problem)
+
+
+def _check_max_time(value: object) -> float | None:
+    """A test's virtual horizon in seconds, or None for none; a clear error otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value.strip().lower() in _NO_MAX_TIME:
+            return None
+        from ._units import parse_time
+
+        seconds = parse_time(value)
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"max_time must be seconds (a number or a duration such as '36h'), or None for no "
+            f"horizon, got {value!r}"
+        )
+    elif value == math.inf:
+        return None
+    else:
+        seconds = float(value)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(
+            f"max_time must be > 0 virtual seconds (None turns the horizon off), got {value!r}"
+        )
+    return seconds
+
+
+def _default_max_time(config: pytest.Config) -> float | None:
+    """``--virtualtime-max-time``, else the ini option ``virtualtime_max_time``, else a day."""
+    try:
+        return config.stash[_MAX_TIME_KEY]
+    except KeyError:
+        pass
+    given = config.getoption("virtualtime_max_time", None)
+    where = "--virtualtime-max-time"
+    if given is None:
+        given = config.getini("virtualtime_max_time") or None
+        where = "virtualtime_max_time (ini)"
+    value = DEFAULT_MAX_TIME
+    if given is not None:
+        try:
+            value = _check_max_time(str(given))  # type: ignore[assignment]
+        except (TypeError, ValueError) as exc:
+            raise pytest.UsageError(f"{where}: {exc}") from None
+    config.stash[_MAX_TIME_KEY] = value
+    return value
 
 
 def _read_settings(node: pytest.Item) -> _Settings:
@@ -198,7 +294,11 @@ def _read_settings(node: pytest.Item) -> _Settings:
         enabled = _global_switch(node.config)
     if not enabled:
         return _NOT_VIRTUAL
-    return _Settings(virtual=True, options=tuple(sorted(options.items())))
+    if _MAX_TIME in options:
+        max_time = _check_max_time(options.pop(_MAX_TIME))
+    else:
+        max_time = _default_max_time(node.config)
+    return _Settings(virtual=True, options=tuple(sorted(options.items())), max_time=max_time)
 
 
 def _marks_closest_first(node: pytest.Item) -> list[pytest.Mark]:
@@ -535,9 +635,15 @@ class _CheckedRunner:
 
         async def checked(**kw: Any) -> Any:
             _require_virtual(f"{nodeid} (marked {MARKER})")
+            watch = _WATCHES.get(nodeid)
+            call: Callable[[], Awaitable[Any]]
             if guard:
-                return await _trio_guarded(_named_call(test_func, kw))
-            return await test_func(**kw)
+                call = functools.partial(_trio_guarded, _named_call(test_func, kw))
+            else:
+                call = functools.partial(test_func, **kw)
+            if watch is None:
+                return await call()
+            return await watch.run(call)
 
         self._runner.run_test(checked, kwargs)
 
@@ -599,6 +705,350 @@ async def _trio_guarded(call: Callable[[], Awaitable[Any]]) -> Any:
     if not isinstance(clock, virtual_trio.VirtualClock) or clock._guard is not None:
         return await call()
     return await virtual_trio._run_guarded(clock, call)
+
+
+# ------------------------------------------------------------------ the virtual horizon
+
+
+_TIMEOUT_MESSAGE: Final = "from pytest-timeout"
+"""What pytest-timeout's failure says (its signal method raises it inside the test)."""
+
+_EXPIRED: Final = "virtualtime: the test ran past its max_time"
+
+
+class _Watch:
+    """The clock of one running virtual test: its horizon (``max_time``), and what it did.
+
+    The horizon needs no timer of its own (a timer would change ``peek()``, ``step()`` and
+    deadlock detection).  On asyncio, while the test runs, the loop's ``call_later`` and
+    ``call_at`` mark every timer due past the horizon; the first such timer to *fire* ends the
+    test (a timeout past the horizon that is cancelled in time changes nothing).  On trio, the
+    clock is asked for its sleep time whenever every task is blocked; the first time it is
+    asked after virtual time has passed the horizon ends the test.  Either way the test's task
+    is cancelled and the test fails with :meth:`failure`.
+    """
+
+    def __init__(self, nodeid: str, max_time: float | None) -> None:
+        self.nodeid = nodeid
+        self.max_time = max_time
+        self.clock: Any = None
+        self.trio = False
+        self.started = 0.0
+        self.counted = 0
+        self.reached: float | None = None
+
+    # ---- facts
+
+    def now(self) -> float:
+        if self.clock is None:
+            return self.started
+        return float(self.clock.current_time() if self.trio else self.clock.time())
+
+    def count(self) -> int:
+        if self.clock is None:
+            return 0
+        return int(self.clock.jumps if self.trio else self.clock.timers_fired) - self.counted
+
+    def facts(self) -> str:
+        from ._units import format_duration
+
+        now = self.now() if self.reached is None else self.reached
+        count = self.count()
+        unit = "trio clock jump" if self.trio else "timer"
+        verb = "" if self.trio else " fired"
+        return (
+            f"virtual time reached t={now:,.9g} s ({format_duration(now - self.started)} after "
+            f"the test started at t={self.started:,.9g} s), {count:,} {unit}"
+            f"{'s' if count != 1 else ''}{verb}"
+        )
+
+    def cause(self) -> str:
+        return (
+            "Likely cause: the test waits on a clock the loop does not drive, so its deadline "
+            "never comes however far virtual time jumps -- time.monotonic(), time.time() or "
+            "datetime.now() read outside the loop (give the mark patch_time=True), or a clock "
+            "bound before the run (`from time import monotonic` at import, a default "
+            "argument), which patch_time cannot reach"
+        )
+
+    def failure(self) -> BaseException:
+        assert self.max_time is not None
+        from ._units import format_duration
+
+        return pytest.fail.Exception(
+            f"{_EXPIRED}={format_duration(self.max_time)} and was stopped: {self.facts()}.  "
+            f"{self.cause()}.  If it really needs longer: max_time=... on the mark, "
+            "--virtualtime-max-time or the ini option virtualtime_max_time (none: no horizon)",
+            pytrace=False,
+        )
+
+    def interrupted(self) -> str:
+        return f"virtualtime: {self.nodeid} was interrupted: {self.facts()}.  {self.cause()}."
+
+    # ---- running the test function under the watch
+
+    async def run(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Await ``call()`` inside the test's task, with the horizon armed."""
+        import asyncio
+
+        from ._loop import VirtualEventLoop
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if isinstance(loop, VirtualEventLoop):
+            return await self._run_asyncio(loop, call)
+        trio_module = sys.modules.get("trio")
+        virtual_trio = sys.modules.get("virtualtime.trio")
+        if loop is None and trio_module is not None and virtual_trio is not None:
+            with contextlib.suppress(RuntimeError):
+                clock = trio_module.lowlevel.current_clock()
+                if isinstance(clock, virtual_trio.VirtualClock):
+                    return await self._run_trio(clock, call)
+        return await call()  # not virtual: the runner's own check reports it
+
+    async def _run_asyncio(self, loop: VirtualEventLoop, call: Callable[[], Awaitable[Any]]) -> Any:
+        import asyncio
+
+        self.clock, self.trio = loop, False
+        self.started, self.counted = loop.time(), loop.timers_fired
+        if self.max_time is None:
+            return await call()
+        task = asyncio.current_task()
+        limit = self.started + self.max_time
+        cls = type(loop)
+        cancels = 0
+
+        def fire(callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+            nonlocal cancels
+            if self.reached is None:
+                self.reached = loop.time()
+            if task is not None and not task.done():
+                cancels += 1
+                if cancels > 100:  # the test swallows cancellation: stop the loop itself
+                    loop.stop()
+                else:
+                    task.cancel(_EXPIRED)
+            callback(*args)
+
+        def watched_call_later(
+            delay: float, callback: Callable[..., object], *args: Any, **kwargs: Any
+        ) -> asyncio.TimerHandle:
+            with contextlib.suppress(TypeError, ValueError):
+                if loop.time() + delay > limit:
+                    callback, args = fire, (callback, args)
+            return cls.call_later(loop, delay, callback, *args, **kwargs)
+
+        def watched_call_at(
+            when: float, callback: Callable[..., object], *args: Any, **kwargs: Any
+        ) -> asyncio.TimerHandle:
+            with contextlib.suppress(TypeError, ValueError):
+                if when > limit:
+                    callback, args = fire, (callback, args)
+            return cls.call_at(loop, when, callback, *args, **kwargs)
+
+        # Instance attributes shadow the methods for this test only; asyncio, anyio and
+        # virtualtime all schedule through loop.call_later / loop.call_at.
+        setattr(loop, "call_later", watched_call_later)  # noqa: B010
+        setattr(loop, "call_at", watched_call_at)  # noqa: B010
+        try:
+            return await call()
+        finally:
+            vars(loop).pop("call_later", None)
+            vars(loop).pop("call_at", None)
+
+    async def _run_trio(self, clock: VirtualClock, call: Callable[[], Awaitable[Any]]) -> Any:
+        import trio
+
+        self.clock, self.trio = clock, True
+        self.started, self.counted = clock.current_time(), clock.jumps
+        if self.max_time is None:
+            return await call()
+        limit = self.started + self.max_time
+        with trio.CancelScope() as scope:
+            asked = clock.deadline_to_sleep_time
+
+            def watched(deadline: float) -> float:
+                now = clock.current_time()
+                if self.reached is None and now > limit:
+                    self.reached = now
+                    scope.cancel()
+                    return 0.0  # the cancelled tasks are runnable now
+                return asked(deadline)
+
+            # trio asks its clock through this (public trio.abc.Clock) method whenever every
+            # task is blocked; the instance attribute shadows it for this test only.
+            setattr(clock, "deadline_to_sleep_time", watched)  # noqa: B010
+            try:
+                return await call()
+            finally:
+                vars(clock).pop("deadline_to_sleep_time", None)
+        return None
+
+
+_WATCHES: Final[dict[str, _Watch]] = {}
+"""The watch of each virtual test whose function is running, by node id (anyio's runner runs
+the test in its own task, so the watch is found by name rather than by context)."""
+
+
+def _watch_pytest_asyncio_test(item: pytest.Item, watch: _Watch) -> Callable[[], None]:
+    """Make pytest-asyncio run the test function under ``watch``; return the undo."""
+    obj = getattr(item, "obj", None)
+    hypothesis = getattr(obj, "hypothesis", None)
+    target: object = hypothesis if getattr(hypothesis, "inner_test", None) else item
+    name = "inner_test" if target is hypothesis else "obj"
+    original = getattr(target, name)
+
+    @functools.wraps(original)
+    async def watched(*args: Any, **kwargs: Any) -> Any:
+        return await watch.run(functools.partial(original, *args, **kwargs))
+
+    setattr(target, name, watched)
+    return lambda: setattr(target, name, original)
+
+
+def _say(config: pytest.Config, text: str) -> None:
+    """Write a line on the terminal, past output capturing."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    quiet = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+    with quiet:
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(text, yellow=True)
+        else:  # pragma: no cover - pytest always has a terminal reporter unless disabled
+            print(text, file=sys.stderr, flush=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        settings = _settings(item)
+    except pytest.fail.Exception:  # reported at set-up
+        return (yield)
+    runner = _is_pytest_asyncio_test(item) or (_is_anyio_test(item) and _is_async_test(item))
+    if not settings.virtual or not runner:
+        return (yield)
+    watch = _WATCHES[item.nodeid] = _Watch(item.nodeid, settings.max_time)
+    undo = _watch_pytest_asyncio_test(item, watch) if _is_pytest_asyncio_test(item) else None
+    try:
+        result = yield
+    except KeyboardInterrupt:
+        if watch.clock is not None:
+            _say(item.config, watch.interrupted())
+        raise
+    except BaseException as exc:
+        if watch.reached is not None:
+            raise watch.failure() from None
+        if (
+            isinstance(exc, pytest.fail.Exception)
+            and _TIMEOUT_MESSAGE in str(exc.msg)
+            and watch.clock is not None
+        ):
+            raise pytest.fail.Exception(
+                f"{exc.msg}\n{watch.interrupted()}", pytrace=exc.pytrace
+            ) from None
+        raise
+    finally:
+        _WATCHES.pop(item.nodeid, None)
+        if undo is not None:
+            undo()
+    if watch.reached is not None:
+        raise watch.failure()
+    return result
+
+
+# ------------------------------------------------------------------ deadlock reports
+
+
+_HARNESS: Final = (
+    "/anyio/_backends/",
+    "/anyio/pytest_plugin.py",
+    "/pytest_asyncio/",
+    "/virtualtime/pytest_plugin.py",
+    "/virtualtime/trio.py",
+    "/virtualtime/_loop.py",
+    "/_pytest/",
+    "/pluggy/",
+)
+"""Files of the runners, whose frames lead up to the test's own code in a task's stack."""
+
+
+def _user_frames(where: str) -> str:
+    """A blocked task's stack (``f() at file:line -> g() at ...``) from the first frame
+    that is not the test runners' own."""
+    frames = where.split(" -> ")
+    index = 0
+    while index < len(frames) - 1 and any(
+        part in frames[index].replace("\\", "/") for part in _HARNESS
+    ):
+        index += 1
+    return " -> ".join(frames[index:])
+
+
+def _settings_or_none(item: pytest.Item) -> bool:
+    """Whether ``item`` is a virtual test (False if its marks are bad: set-up says so)."""
+    try:
+        return _settings(item).virtual
+    except pytest.fail.Exception:
+        return False
+
+
+def _deadlock_of(error: BaseException) -> Any:
+    """The DeadlockError ``error`` is, or the only one an exception group holds."""
+    from ._errors import DeadlockError
+
+    if isinstance(error, DeadlockError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        found = [_deadlock_of(inner) for inner in error.exceptions]
+        found = [e for e in found if e is not None]
+        if len(found) == 1 and len(error.exceptions) == 1:
+            return found[0]
+    return None
+
+
+def deadlock_report(error: Any) -> str:
+    """The short report of a test that deadlocked: what happened, then each blocked task.
+
+    The same shape on asyncio and trio: the first sentence of the loop's or clock's message,
+    then one line per blocked task with its stack from the test's own code on (the frames of
+    pytest, pytest-asyncio, anyio and virtualtime that lead up to it are left out).
+    """
+    message = str(error)
+    head = message.split("\n", 1)[0]
+    for end in ("Blocked tasks:", ".  "):
+        cut = head.find(end)
+        if cut > 0:
+            head = head[:cut].rstrip()
+    head = head.rstrip(".") + "."
+    lines = [f"DeadlockError: {head}"]
+    blocked = tuple(getattr(error, "blocked", ()) or ())
+    if blocked:
+        lines.append("Blocked tasks:")
+        lines.extend(f"  - {name}: {_user_frames(where)}" for name, where in blocked)
+    else:
+        lines.append(message)
+    lines.append("(run with --tb=long for the full traceback)")
+    return "\n".join(lines)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    excinfo = call.excinfo
+    if excinfo is None or not report.failed or not _settings_or_none(item):
+        return report
+    if item.config.getoption("tbstyle", "auto") in ("long", "native"):
+        return report
+    error = _deadlock_of(excinfo.value)
+    if error is None:
+        return report
+    report.longrepr = deadlock_report(error)
+    return report
 
 
 # ------------------------------------------------------------------ the running clock
@@ -864,16 +1314,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run every async test (pytest-asyncio and anyio) in virtual time, except those "
         "marked virtualtime(False)",
     )
+    group.addoption(
+        "--virtualtime-max-time",
+        dest="virtualtime_max_time",
+        default=None,
+        metavar="T",
+        help="virtual horizon of each virtual test: seconds or a duration (90s, 36h, 2d), or "
+        "none; past it the test fails (default 1d; a mark's max_time= wins)",
+    )
     parser.addini(
         "virtualtime",
         type="bool",
         default=False,
         help="run every async test in virtual time (like --virtualtime)",
     )
+    parser.addini(
+        "virtualtime_max_time",
+        type="string",
+        default="",
+        help="virtual horizon of each virtual test (like --virtualtime-max-time; default 1d)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}{_MARKER_HELP[len(MARKER) :]}")
+    _default_max_time(config)  # a bad --virtualtime-max-time is a usage error at once
     if _global_switch(config):
         state = _factories(config)
         if state.usable:
@@ -949,19 +1414,63 @@ def _check_runnable(item: pytest.Item) -> None:
             )
         return
     if _own_mark(item):
-        kind = "an async test" if _is_async_test(item) else "a synchronous test"
+        if not _is_async_test(item):
+            pytest.fail(
+                f"{item.nodeid} is marked {MARKER}, but it is a synchronous test, so the mark "
+                f"would do nothing: @pytest.mark.{MARKER} runs an async test (one that "
+                "pytest-asyncio or anyio runs) on a virtual clock.  In a synchronous test, "
+                "run the async code in virtual time yourself (virtualtime.run(main()), or a "
+                "virtualtime.new_event_loop() you drive with step()/evolve()), and drop the mark",
+                pytrace=False,
+            )
         pytest.fail(
-            f"{item.nodeid} is marked {MARKER}, but it is {kind} that neither pytest-asyncio "
-            "nor anyio runs, so the mark would do nothing.  Mark it @pytest.mark.asyncio (or "
-            "set asyncio_mode = auto) or @pytest.mark.anyio; with pytest-trio, use a fixture "
-            "that returns virtualtime.trio.VirtualClock() instead",
+            f"{item.nodeid} is marked {MARKER}, but it is an async test that neither "
+            "pytest-asyncio nor anyio runs, so the mark would do nothing.  Mark it "
+            "@pytest.mark.asyncio (or set asyncio_mode = auto) or @pytest.mark.anyio; with "
+            "pytest-trio, use a fixture that returns virtualtime.trio.VirtualClock() instead",
             pytrace=False,
         )
+
+
+def _looptime_enabled(item: pytest.Item) -> bool:
+    """Whether looptime's plugin (if loaded) would also fake this test's loop time.
+
+    Mirrors looptime's own rule: its marks, closest last, then ``--looptime`` /
+    ``--no-looptime``.
+    """
+    config = item.config
+    if not config.pluginmanager.has_plugin("looptime_plugin"):
+        return False
+    try:
+        flag = config.getoption("looptime")
+    except ValueError:  # pragma: no cover - the plugin is loaded, so its option exists
+        return False
+    marks = list(item.iter_markers("looptime"))
+    enabled = bool((marks or flag is True) and flag is not False)
+    for mark in reversed(marks):
+        enabled = bool(mark.args[0]) if mark.args else enabled
+    return enabled
+
+
+def _check_not_looptime(item: pytest.Item) -> None:
+    if not _looptime_enabled(item):
+        return
+    how = "marked looptime" if item.get_closest_marker("looptime") else "under --looptime"
+    pytest.fail(
+        f"{item.nodeid} runs in virtual time ({MARKER}) and is also {how}: looptime would "
+        "patch the clock of the very loop virtualtime drives, and the test would see a mix of "
+        "both clocks (wrong times, timers firing out of order).  Use one of them: drop the "
+        f"looptime mark (virtualtime already makes sleeps instant and exact), or mark the test "
+        f"@pytest.mark.{MARKER}(False)",
+        pytrace=False,
+    )
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     settings = _settings(item)
+    if settings.virtual:
+        _check_not_looptime(item)
     if not _is_pytest_asyncio_test(item):
         if settings.virtual:
             _check_runnable(item)
