@@ -79,6 +79,7 @@ import sys
 import threading
 import time as _time
 import warnings
+import weakref
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from numbers import Real
@@ -588,6 +589,7 @@ if _REAL_UTCNOW is not None:
     _CLASS_METHODS["utcnow"] = (_REAL_DATETIME, _utcnow)
 
 
+_METHOD_NAMES: Final = frozenset(_CLASS_METHODS)
 _real_thread_start: Final = threading.Thread.start
 
 
@@ -618,6 +620,32 @@ def _all_subclasses(cls: type) -> list[type]:
     return found
 
 
+_scanned: list[weakref.ref[Any]] = []
+_scanned_with: tuple[int, int] = (-1, -1)  # (len(sys.modules), number of date classes)
+
+
+def _bound_methods() -> list[Any]:
+    """Bound builtin ``now``/``utcnow``/``today`` methods of the date classes someone holds.
+
+    Such objects are made when a program reads ``datetime.now`` without calling it -- nearly
+    always while a module is imported (attrs defaults, partials at module level) or a class
+    is defined.  So the heap is searched again (``gc.get_referrers`` on the date classes)
+    only when a module was imported or a date subclass defined since the last search;
+    otherwise the methods found then (those still alive) are reused, which keeps installing
+    cheap in a test suite or a loop driven by many ``evolve()`` calls.  The one case this
+    misses: ``partial(datetime.now, ...)`` made at run time, outside any run, after the last
+    search, with no import in between -- it reads the real clock until the next search.
+    """
+    global _scanned_with
+    classes = tuple(_all_subclasses(_REAL_DATE))
+    key = (len(sys.modules), len(classes))
+    if key != _scanned_with:
+        _scanned[:] = [weakref.ref(m) for m in _hook.bound_methods(classes, _METHOD_NAMES)]
+        _scanned_with = key
+    alive = [method() for method in _scanned]
+    return [method for method in alive if method is not None]
+
+
 def _install() -> None:
     """Redirect the clocks (first user) and count one more user."""
     global _users
@@ -629,10 +657,9 @@ def _install() -> None:
                     applied.redirect_function(getattr(_time, name), replacement)
                 for name, (cls, function) in _CLASS_METHODS.items():
                     applied.replace_class_attribute(cls, name, classmethod(function))
-                # Bound methods stored before the run: cachetools-style defaults, attrs
-                # factories, functools.partial(datetime.now, UTC).
-                classes = tuple(_all_subclasses(_REAL_DATE))
-                for method in _hook.bound_methods(classes, frozenset(_CLASS_METHODS)):
+                # Bound methods stored before the run: attrs factories,
+                # functools.partial(datetime.now, UTC), defaults.
+                for method in _bound_methods():
                     function = _CLASS_METHODS[method.__name__][1]
                     applied.redirect_function(method, functools.partial(function, method.__self__))
                 applied.replace_class_attribute(threading.Thread, "start", _thread_start)
