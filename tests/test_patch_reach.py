@@ -411,3 +411,17 @@ def test_patched_clocks_off_the_loop_thread_call_the_real_ones_cheaply() -> None
         return await asyncio.to_thread(lambda: all(is_real(monotonic) for _ in range(1000)))
 
     assert run(main()) is True
+
+
+def test_the_real_datetime_path_while_patched_in_another_thread() -> None:
+    def real_now() -> bool:
+        before = _patch._real_time()
+        value = datetime.datetime.now(UTC).timestamp()
+        naive = datetime.datetime.now().timestamp()
+        return before - 1e-6 <= value <= _patch._real_time() and abs(naive - value) < 5
+
+    async def main() -> bool:
+        await asyncio.sleep(1)
+        return await asyncio.to_thread(real_now)
+
+    assert run(main()) is True

@@ -137,6 +137,7 @@ _CLOCK_MONOTONIC: Final = getattr(_time, "CLOCK_MONOTONIC", None)
 _REAL_NOW: Final = vars(_REAL_DATETIME)["now"]
 _REAL_UTCNOW: Final = vars(_REAL_DATETIME).get("utcnow")
 _REAL_TODAY: Final = vars(_REAL_DATE)["today"]
+_real_datetime_now: Final = _REAL_NOW.__get__(None, _REAL_DATETIME)
 
 _UTCNOW_WARNS: Final = sys.version_info >= (3, 12)
 # Python's own wording (3.12+), so filters written against the real warning match ours.
@@ -221,11 +222,24 @@ def _wall_ns(loop: VirtualEventLoop, wall: float) -> int:
     return _epoch_ns(wall) + loop._vt_ticks - to_ticks(loop.start_time)
 
 
+_last_datetime: list[Any] = [None, None, None, None]  # cls, tz, wall_ns -> the value
+
+
 def _datetime_at(cls: type[_dt.datetime], tz: _dt.tzinfo | None, wall_ns: int) -> Any:
-    secs, rest = divmod(wall_ns, TICKS_PER_SECOND)
-    # Whole seconds through fromtimestamp (local time and DST folds as the real now() does),
-    # then the microseconds, truncated like the real clock.
-    return cls.fromtimestamp(secs, tz).replace(microsecond=rest // 1000)
+    # Virtual time stands still while code runs, so many reads in a row ask for the same
+    # instant: the last answer is kept (datetimes are immutable).
+    last = _last_datetime
+    if last[2] == wall_ns and last[0] is cls and last[1] is tz:
+        return last[3]
+    if cls is _REAL_DATETIME and tz is _UTC:
+        value: Any = _EPOCH_UTC + _dt.timedelta(microseconds=wall_ns // 1000)
+    else:
+        secs, rest = divmod(wall_ns, TICKS_PER_SECOND)
+        # Whole seconds through fromtimestamp (local time and DST folds as the real now()
+        # does), then the microseconds, truncated like the real clock.
+        value = cls.fromtimestamp(secs, tz).replace(microsecond=rest // 1000)
+    last[:] = (cls, tz, wall_ns, value)
+    return value
 
 
 # --------------------------------------------------------------- the patches
@@ -555,6 +569,8 @@ def _now(cls: type[_dt.datetime], tz: _dt.tzinfo | None = None) -> Any:
     """``cls.now(tz)``: the virtual wall clock on a patched thread, else the real one."""
     patch = _route(_ident())
     if patch is None or _caller_keeps_real_time():
+        if cls is _REAL_DATETIME:
+            return _real_datetime_now(tz)
         return _REAL_NOW.__get__(None, cls)(tz)
     return _datetime_at(cls, tz, patch.wall_ns())
 
@@ -640,7 +656,9 @@ def _bound_methods() -> list[Any]:
     classes = tuple(_all_subclasses(_REAL_DATE))
     key = (len(sys.modules), len(classes))
     if key != _scanned_with:
-        _scanned[:] = [weakref.ref(m) for m in _hook.bound_methods(classes, _METHOD_NAMES)]
+        found = _hook.bound_methods(classes, _METHOD_NAMES)
+        # Not our own unpatched copy: it must keep calling the C clock.
+        _scanned[:] = [weakref.ref(m) for m in found if m is not _real_datetime_now]
         _scanned_with = key
     alive = [method() for method in _scanned]
     return [method for method in alive if method is not None]
