@@ -425,3 +425,92 @@ def test_the_real_datetime_path_while_patched_in_another_thread() -> None:
         return await asyncio.to_thread(real_now)
 
     assert run(main()) is True
+
+
+# ------------------------------------------------------------------ the command line
+
+LOGGING_SCRIPT = """
+import asyncio, datetime, logging, time
+logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO, force=True)
+logging.Formatter.converter = time.gmtime
+
+async def main():
+    await asyncio.sleep(90.25)
+    logging.info("aware %s", datetime.datetime.now(datetime.UTC).isoformat())
+    print("naive", datetime.datetime.now().isoformat())
+
+asyncio.run(main())
+"""
+
+TRIO_SCRIPT = """
+import datetime, time
+from time import monotonic
+import trio
+
+async def main():
+    await trio.sleep(3600)
+    print(monotonic(), datetime.datetime.now(datetime.UTC).isoformat())
+
+trio.run(main)
+"""
+
+
+def run_cli(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any, script: str, *options: str
+) -> tuple[int, str, str]:
+    from virtualtime._cli import main
+
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    status = main(["run", "-q", *options, str(path)])
+    out, err = capsys.readouterr()
+    assert_restored()
+    return status, out, err
+
+
+def test_cli_wall_start_makes_every_run_log_the_same(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    options = ("--patch-time", "--wall-start", "2030-01-01T00:00:00Z")
+    runs = [run_cli(capsys, tmp_path, LOGGING_SCRIPT, *options) for _ in range(2)]
+    assert runs[0] == runs[1]
+    status, out, err = runs[0]
+    assert status == 0
+    assert err == "2030-01-01 00:01:30,250 aware 2030-01-01T00:01:30.250000+00:00\n"
+    local = datetime.datetime(2030, 1, 1, 0, 1, 30, 250000, tzinfo=UTC).astimezone()
+    assert out == f"naive {local.replace(tzinfo=None).isoformat()}\n"
+
+
+def test_cli_naive_wall_start_is_local_time_like_the_marker(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    status, out, _ = run_cli(
+        capsys, tmp_path, LOGGING_SCRIPT, "--patch-time", "--wall-start", "2030-01-01T00:00:00"
+    )
+    assert status == 0
+    assert out == "naive 2030-01-01T00:01:30.250000\n"  # on any machine, as wall_start= does
+    assert _patch.check_wall_start(datetime.datetime(2030, 1, 1)) == (
+        datetime.datetime(2030, 1, 1).timestamp()
+    )
+
+
+def test_cli_patch_time_and_wall_start_reach_trio(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    status, out, _ = run_cli(
+        capsys, tmp_path, TRIO_SCRIPT, "--patch-time", "--wall-start", "2030-01-01T00:00:00+00:00"
+    )
+    assert status == 0
+    assert out == "3600.0 2030-01-01T01:00:00+00:00\n"
+
+
+@pytest.mark.parametrize("bad", ["tomorrow", "2030-13-01", "99999-01-01"])
+def test_cli_bad_wall_start_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any, bad: str
+) -> None:
+    status, out, err = run_cli(
+        capsys, tmp_path, LOGGING_SCRIPT, "--patch-time", "--wall-start", bad
+    )
+    assert (status, out) == (2, "")
+    assert "argument --wall-start: expected an ISO 8601 date and time" in err
+    assert repr(bad) in err

@@ -671,8 +671,8 @@ def _install() -> None:
         if _users == 0:
             applied = _applied
             try:
-                for name, replacement in _REPLACEMENTS.items():
-                    applied.redirect_function(getattr(_time, name), replacement)
+                for name in _CLOCKS:  # clock_gettime exists on Unix only
+                    applied.redirect_function(getattr(_time, name), _REPLACEMENTS[name])
                 for name, (cls, function) in _CLASS_METHODS.items():
                     applied.replace_class_attribute(cls, name, classmethod(function))
                 # Bound methods stored before the run: attrs factories,
