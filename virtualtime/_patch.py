@@ -67,7 +67,7 @@ undone, exactly, when the last one stops -- also after an exception, a deadlock,
 redirected clock checks its thread with one dict lookup (``threading.get_ident()``) and then
 calls the original; on the loop's thread it adds the caller check.  Installing is a handful
 of pointer writes plus one ``gc.get_referrers`` over the datetime classes to find bound
-``datetime.now`` methods stored before the run (measured in ``bench/patch_time.py``).
+``datetime.now`` methods stored before the run (measured in ``bench/bench_patch_time.py``).
 """
 
 from __future__ import annotations
