@@ -186,14 +186,18 @@ def test_pyrate_limiter_imported_at_module_top_allows_exactly_its_rate() -> None
     async def main() -> list[float]:
         bucket = InMemoryBucket([Rate(limit, Duration.SECOND * int(window))])
         limiter = Limiter(bucket)  # made in the run: its own leak thread shares the clock
+        now: Any = bucket.now  # untyped in pyrate-limiter
+
+        def leak_outdated() -> None:
+            bucket.leak(now())
+
         allowed = []
         for _ in attempts:
             if limiter.try_acquire("client", blocking=False):
                 allowed.append(asyncio.get_running_loop().time())
             # What pyrate-limiter's leak thread does every 10 real seconds, done after every
             # attempt from a thread started here: drop the items older than the window.
-            now: Any = bucket.now  # untyped in pyrate-limiter
-            leak = threading.Thread(target=lambda: bucket.leak(now()))
+            leak = threading.Thread(target=leak_outdated)
             leak.start()
             await asyncio.to_thread(leak.join, 5)  # real-time: joins a short thread
             await asyncio.sleep(step)
