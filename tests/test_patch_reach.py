@@ -16,6 +16,8 @@ import datetime
 import functools
 import importlib.util
 import os
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -49,6 +51,13 @@ def fields() -> dict[str, object]:
     found.update({f"datetime.{n}": vars(datetime.datetime).get(n) for n in ("now", "utcnow")})
     found["date.today"] = vars(datetime.date)["today"]
     found["Thread.start"] = vars(threading.Thread)["start"]
+    for cls, name in (
+        (datetime.datetime, "now"),
+        (datetime.datetime, "utcnow"),
+        (datetime.date, "today"),
+    ):
+        if name in vars(cls):  # the C definitions (the compiled path points these elsewhere)
+            found[f"{cls.__name__}.{name} C"] = _hook._class_method_definition(cls, name).ml_meth
     return found
 
 
@@ -514,3 +523,60 @@ def test_cli_bad_wall_start_is_a_usage_error(
     assert (status, out) == (2, "")
     assert "argument --wall-start: expected an ISO 8601 date and time" in err
     assert repr(bad) in err
+
+
+# ------------------------------------------------------------- compiled and pure paths
+
+PURE_PYTHON_CHECK = """
+import asyncio, datetime, functools, time
+from time import monotonic
+from virtualtime import _patch
+import virtualtime
+
+assert _patch.COMPILED is False
+UTC = datetime.UTC
+stored = functools.partial(datetime.datetime.now, UTC)
+
+class Stamp(datetime.datetime):
+    pass
+
+async def main():
+    await asyncio.sleep(60)
+    return monotonic(), stored(), type(Stamp.now(UTC)), datetime.date.today()
+
+wall = datetime.datetime(2030, 1, 1, tzinfo=UTC)
+mono, now, kind, today = virtualtime.run(main(), patch_time=True, wall_start=wall)
+assert (mono, now, kind) == (60.0, wall + datetime.timedelta(seconds=60), Stamp), (mono, now)
+assert today == (wall + datetime.timedelta(seconds=60)).astimezone().date()
+assert not _patch.installed()
+assert stored.func.__self__ is datetime.datetime
+print("ok")
+"""
+
+
+def test_the_pure_python_path_when_forced() -> None:
+    env = {**os.environ, "VIRTUALTIME_PURE_PYTHON": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", PURE_PYTHON_CHECK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.stdout == "ok\n", result.stderr
+
+
+def test_a_bound_datetime_now_made_between_runs() -> None:
+    run(asyncio.sleep(1))  # a first patched run: the pure path searched the heap then
+    made_between = functools.partial(datetime.datetime.now, UTC)
+
+    async def main() -> datetime.datetime:
+        await asyncio.sleep(60)
+        return made_between()
+
+    value = run(main())
+    if _patch.COMPILED:  # the C definition itself is redirected: everything follows
+        assert value == WALL + datetime.timedelta(seconds=60)
+    else:  # the documented gap of the pure path: found only after the next import
+        assert abs(value.timestamp() - _patch._real_time()) < 5

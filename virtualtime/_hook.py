@@ -97,6 +97,9 @@ _type_modified.restype = None
 _new_function: Final = _api.PyCFunction_NewEx
 _new_function.argtypes = (ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p)
 _new_function.restype = ctypes.py_object
+_new_class_method: Final = _api.PyDescr_NewClassMethod
+_new_class_method.argtypes = (ctypes.py_object, ctypes.c_void_p)
+_new_class_method.restype = ctypes.py_object
 
 # Definitions handed out live for ever: an object may point at one at any moment.
 _kept: list[object] = []
@@ -131,6 +134,40 @@ def real_copy(func: types.BuiltinFunctionType) -> Callable[..., Any]:
     """
     definition = _definition(func)
     return _new_function(ctypes.addressof(definition), func.__self__, None)  # type: ignore[no-any-return]
+
+
+def _class_method_definition(cls: type, name: str) -> _MethodDef:
+    """The method definition behind a builtin class method (``datetime.now``), checked."""
+    descriptor = vars(cls)[name]
+    if type(descriptor).__name__ != "classmethod_descriptor":
+        raise TypeError(f"{cls.__name__}.{name} is not a builtin class method")
+    # PyMethodDescrObject: the header, d_type, d_name, d_qualname, then d_method.
+    pointer = ctypes.c_void_p.from_address(id(descriptor) + _HEADER + 3 * _POINTER).value
+    if pointer is None:  # pragma: no cover
+        raise RuntimeError(f"unexpected method descriptor layout for {cls.__name__}.{name}")
+    definition = _MethodDef.from_address(pointer)
+    if not definition.ml_name or ctypes.string_at(definition.ml_name).decode() != name:
+        raise RuntimeError(f"unexpected method descriptor layout for {cls.__name__}.{name}")
+    return definition
+
+
+def real_class_method(cls: type, name: str) -> Any:
+    """A new class-method descriptor on a copy of ``cls.name``'s definition: the original.
+
+    Taken before any redirection; it keeps calling the C code whatever happens to the
+    class's own definition (see :meth:`Redirections.redirect_definition`).
+    """
+    definition = _class_method_definition(cls, name)
+    copy = _MethodDef(
+        definition.ml_name, definition.ml_meth, definition.ml_flags, definition.ml_doc
+    )
+    _kept.append(copy)
+    return _new_class_method(cls, ctypes.addressof(copy))
+
+
+def class_method_convention(cls: type, name: str) -> int:
+    """The calling convention of a builtin class method (``_METH_*`` bits, without CLASS)."""
+    return int(_class_method_definition(cls, name).ml_flags) & _CONVENTION
 
 
 class Redirections:
@@ -169,6 +206,16 @@ class Redirections:
         self_slot.value = id(target)
         ml_slot.value = ctypes.addressof(copy)
 
+    def redirect_definition(self, cls: type, name: str, address: int) -> None:
+        """Point the C definition of the builtin class method ``cls.name`` at ``address``.
+
+        Only with the compiled trampolines of ``virtualtime._cdate``, whose signatures match.
+        Every lookup of the method and every bound method, made at any time, follows.
+        """
+        definition = _class_method_definition(cls, name)
+        self._undo.append(("definition", definition, None, definition.ml_meth))
+        definition.ml_meth = address
+
     def replace_class_attribute(self, cls: type, name: str, value: object) -> object:
         """Put ``value`` under ``name`` in ``cls``'s own namespace; return what was there."""
         namespace = _namespace(cls)
@@ -189,6 +236,8 @@ class Redirections:
                 _slot(target, 0).value = ml_value
                 _slot(target, 1).value = self_value
                 _decref(value)
+            elif kind == "definition":
+                target.ml_meth = value
             else:
                 _namespace(target)[key] = value
                 _type_modified(target)

@@ -90,7 +90,14 @@ from . import _hook
 from ._loop import VirtualEventLoop, running_virtual_loop
 from ._time import TICKS_PER_SECOND, check_finite, to_ticks
 
-__all__ = ["REAL_TIME_MODULES", "ClockPatch", "TimePatch", "check_wall_start", "wall_time"]
+__all__ = [
+    "COMPILED",
+    "REAL_TIME_MODULES",
+    "ClockPatch",
+    "TimePatch",
+    "check_wall_start",
+    "wall_time",
+]
 
 _REAL_DATETIME: Final = _dt.datetime
 _REAL_DATE: Final = _dt.date
@@ -134,10 +141,23 @@ _CLOCK_REALTIME: Final = getattr(_time, "CLOCK_REALTIME", None)
 _CLOCK_MONOTONIC: Final = getattr(_time, "CLOCK_MONOTONIC", None)
 
 # The original class methods (descriptor objects), taken out of the classes while patched.
-_REAL_NOW: Final = vars(_REAL_DATETIME)["now"]
-_REAL_UTCNOW: Final = vars(_REAL_DATETIME).get("utcnow")
-_REAL_TODAY: Final = vars(_REAL_DATE)["today"]
+# Descriptors on copies of the C definitions, taken now: the real class methods for ever,
+# whichever way the classes' own are redirected.
+_REAL_NOW: Final = _hook.real_class_method(_REAL_DATETIME, "now")
+_REAL_UTCNOW: Final = (
+    _hook.real_class_method(_REAL_DATETIME, "utcnow") if "utcnow" in vars(_REAL_DATETIME) else None
+)
+_REAL_TODAY: Final = _hook.real_class_method(_REAL_DATE, "today")
 _real_datetime_now: Final = _REAL_NOW.__get__(None, _REAL_DATETIME)
+
+# The optional compiled trampolines (setup.py builds them when it can); without them, or with
+# VIRTUALTIME_PURE_PYTHON=1, the pure-Python path (see virtualtime._hook) is used.
+_cdate: Any = None
+if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
+    try:
+        from . import _cdate  # type: ignore[attr-defined, no-redef]
+    except ImportError:
+        _cdate = None
 
 _UTCNOW_WARNS: Final = sys.version_info >= (3, 12)
 # Python's own wording (3.12+), so filters written against the real warning match ours.
@@ -604,6 +624,19 @@ _CLASS_METHODS: Final[dict[str, tuple[type, Any]]] = {
 if _REAL_UTCNOW is not None:
     _CLASS_METHODS["utcnow"] = (_REAL_DATETIME, _utcnow)
 
+# The compiled path needs each class method to have the convention its trampoline expects.
+_EXPECTED_CONVENTIONS: Final = {"now": 0x0082, "utcnow": 0x0004, "today": 0x0004}
+if _cdate is not None and any(
+    _hook.class_method_convention(cls, name) != _EXPECTED_CONVENTIONS[name]
+    for name, (cls, _) in _CLASS_METHODS.items()
+):  # pragma: no cover - a CPython whose datetime changed its calling conventions
+    _cdate = None
+if _cdate is not None:
+    _cdate.set_targets(_now, _utcnow, _today)
+
+COMPILED: Final = _cdate is not None
+"""Whether the compiled trampolines are in use (else the pure-Python path)."""
+
 
 _METHOD_NAMES: Final = frozenset(_CLASS_METHODS)
 _real_thread_start: Final = threading.Thread.start
@@ -673,13 +706,21 @@ def _install() -> None:
             try:
                 for name in _CLOCKS:  # clock_gettime exists on Unix only
                     applied.redirect_function(getattr(_time, name), _REPLACEMENTS[name])
-                for name, (cls, function) in _CLASS_METHODS.items():
-                    applied.replace_class_attribute(cls, name, classmethod(function))
-                # Bound methods stored before the run: attrs factories,
-                # functools.partial(datetime.now, UTC), defaults.
-                for method in _bound_methods():
-                    function = _CLASS_METHODS[method.__name__][1]
-                    applied.redirect_function(method, functools.partial(function, method.__self__))
+                if _cdate is not None:
+                    # The C definitions themselves: every lookup and bound method follows.
+                    addresses = _cdate.addresses()
+                    for name, (cls, _) in _CLASS_METHODS.items():
+                        applied.redirect_definition(cls, name, addresses[name])
+                else:
+                    for name, (cls, function) in _CLASS_METHODS.items():
+                        applied.replace_class_attribute(cls, name, classmethod(function))
+                    # Bound methods stored before the run: attrs factories,
+                    # functools.partial(datetime.now, UTC), defaults.
+                    for method in _bound_methods():
+                        function = _CLASS_METHODS[method.__name__][1]
+                        applied.redirect_function(
+                            method, functools.partial(function, method.__self__)
+                        )
                 applied.replace_class_attribute(threading.Thread, "start", _thread_start)
             except BaseException:
                 applied.undo()
