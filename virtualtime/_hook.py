@@ -21,12 +21,15 @@ compiler:
   there is no foreign-function callback (a ctypes callback cannot raise: an exception in one
   crashes the interpreter), and the overhead is one Python call.  The static method table is
   never written, so a sub-interpreter's ``time`` module, which shares it, is unaffected.
-* ``datetime.datetime.now``, ``utcnow`` and ``datetime.date.today`` are class methods: each
-  ``datetime.now`` lookup makes a fresh bound method whose ``self`` is the class.  The class's
+* ``datetime.datetime.now``, ``utcnow`` and ``datetime.date.today`` are class methods: their C
+  function receives the *class* as its first argument, and no public C helper turns that into
+  a call of Python code.  With the optional compiled helper (``virtualtime._cdate``) their C
+  definitions are pointed at its trampolines (:meth:`Redirections.redirect_definition`), and
+  every lookup and every bound method, made at any time, follows.  Without it, the class's
   own namespace gets a Python ``classmethod`` in their place (then ``PyType_Modified``, so
   CPython's attribute caches see it) -- that reaches every lookup, through any name, and
-  subclasses.  Bound methods made *before* the patch (``factory=datetime.now``) are found with
-  ``gc.get_referrers`` on the classes and redirected one by one as above.
+  subclasses -- and bound methods made before the patch (``factory=datetime.now``) are found
+  with ``gc.get_referrers`` on the classes and redirected one by one as above.
 
 Every change is recorded as (address, old value) and undone in reverse order, so the objects
 end exactly as they were: same identity, same pointers, same namespace entries.  The layouts

@@ -65,9 +65,11 @@ Install, restore, cost
 The redirections are put in place when the first patched run in the process starts and
 undone, exactly, when the last one stops -- also after an exception, a deadlock, Ctrl-C.  A
 redirected clock checks its thread with one dict lookup (``threading.get_ident()``) and then
-calls the original; on the loop's thread it adds the caller check.  Installing is a handful
-of pointer writes plus one ``gc.get_referrers`` over the datetime classes to find bound
-``datetime.now`` methods stored before the run (measured in ``bench/bench_patch_time.py``).
+calls the original; on the loop's thread it adds the caller check.  Installing is a few dozen
+pointer writes; on the pure-Python path (no compiled helper, or ``VIRTUALTIME_PURE_PYTHON=1``)
+also one ``gc.get_referrers`` over the date classes, repeated only after new imports, to find
+bound ``datetime.now`` methods stored before the run.  Measured in
+``bench/bench_patch_time.py``.
 """
 
 from __future__ import annotations
