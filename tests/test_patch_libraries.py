@@ -254,16 +254,9 @@ def test_tenacity_stop_after_delay_under_the_marker_on_both_backends(
     pytester.makeini("[pytest]\nfilterwarnings = error\n")
     pytester.makepyfile(test_marked_tenacity=MARKED_TENACITY_TEST)
     result = pytester.runpytest(
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:asyncio",
-        "-p",
-        "no:looptime_plugin",
-        "-p",
-        "no:looptime_chronometers",
-        "-p",
-        "no:looptime_timeproxies",
+        *("-p", "no:cacheprovider", "-p", "no:asyncio", "-p", "no:hypothesispytest"),
+        *("-p", "no:looptime_plugin", "-p", "no:looptime_chronometers"),
+        *("-p", "no:looptime_timeproxies", "--strict-markers"),
     )
     result.assert_outcomes(passed=2)
 

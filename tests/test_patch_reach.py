@@ -16,6 +16,7 @@ import datetime
 import functools
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -319,6 +320,15 @@ def test_restored_after_an_exception_a_deadlock_and_ctrl_c() -> None:
         run(interrupted())
     assert_restored()
 
+    async def real_ctrl_c() -> None:  # a real SIGINT, through asyncio's own handler
+        await asyncio.sleep(1)
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.sleep(1)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(real_ctrl_c())
+    assert_restored()
+
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_has_every_clock_restored() -> None:
@@ -385,6 +395,15 @@ def test_trio_clock_patches_and_restores_on_every_exit() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         virtualtime.trio.run(interrupted, patch_time=True)
+    assert_restored()
+
+    async def real_ctrl_c() -> None:
+        await trio.sleep(1)
+        signal.raise_signal(signal.SIGINT)
+        await trio.sleep(1)
+
+    with pytest.raises(KeyboardInterrupt):
+        virtualtime.trio.run(real_ctrl_c, patch_time=True)
     assert_restored()
 
 
