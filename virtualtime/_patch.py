@@ -78,6 +78,7 @@ import datetime as _dt
 import functools
 import os
 import sys
+import sysconfig
 import threading
 import time as _time
 import warnings
@@ -655,6 +656,7 @@ def _thread_start(thread: threading.Thread) -> None:
 
 # ------------------------------------------------------------ install / uninstall
 
+_FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 _lock = threading.Lock()
 _users = 0
 _applied = _hook.Redirections()
@@ -702,6 +704,11 @@ def _bound_methods() -> list[Any]:
 def _install() -> None:
     """Redirect the clocks (first user) and count one more user."""
     global _users
+    if _FREE_THREADED:
+        raise RuntimeError(
+            "patch_time=True is not supported on a free-threaded (no-GIL) Python build: it "
+            "redirects the clock objects in place, which is safe only under the GIL"
+        )
     with _lock:
         if _users == 0:
             applied = _applied
