@@ -81,6 +81,7 @@ import sys
 import sysconfig
 import threading
 import time as _time
+import types
 import warnings
 import weakref
 from collections.abc import Callable
@@ -155,10 +156,10 @@ _real_datetime_now: Final = _REAL_NOW.__get__(None, _REAL_DATETIME)
 
 # The optional compiled trampolines (setup.py builds them when it can); without them, or with
 # VIRTUALTIME_PURE_PYTHON=1, the pure-Python path (see virtualtime._hook) is used.
-_cdate: Any = None
+_cdate: types.ModuleType | None = None
 if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
     try:
-        from . import _cdate  # type: ignore[attr-defined, no-redef]
+        from . import _cdate
     except ImportError:
         _cdate = None
 
