@@ -69,6 +69,7 @@ outside wakes trio, exactly as trio does with its real clock.
 """
 
 import collections.abc as _abc
+import datetime
 import math
 import os
 import sys
@@ -158,6 +159,13 @@ class VirtualClock(trio.abc.Clock):
     ``deadlock_timeout`` (0.25)
         Real seconds to wait, when nothing at all can happen any more, for another thread or
         a signal to wake trio before the run is declared deadlocked (see :func:`run`).
+    ``patch_time`` (False) and ``wall_start`` (None)
+        With ``patch_time=True``, while a run with this clock goes on, ``time.monotonic()``,
+        ``time.time()``, ``datetime.now()`` and the rest follow this clock in trio's thread,
+        however the code holds them -- exactly as the asyncio loop's option of the same name
+        (README: "Clocks outside the loop").  ``wall_start`` is the wall-clock time of virtual
+        time ``start``: a POSIX timestamp or a datetime (naive: local time); default the real
+        time when the clock is made.
 
     :meth:`jump` (alias :meth:`fast_forward`) moves time forward by hand; time never goes
     backwards.  Same-instant wake-ups run in trio's (deliberately randomised) order: the
@@ -172,12 +180,21 @@ class VirtualClock(trio.abc.Clock):
         autojump_threshold: float = 0.0,
         rate: float = 0.0,
         deadlock_timeout: float = 0.25,
+        patch_time: bool = False,
+        wall_start: float | datetime.datetime | None = None,
     ) -> None:
         start = _time.check_delay("start", start)
         _time.check_bool("autojump", autojump)
         autojump_threshold = _time.check_delay("autojump_threshold", autojump_threshold)
         rate = _time.check_rate("rate", rate)
         deadlock_timeout = _time.check_delay("deadlock_timeout", deadlock_timeout)
+        _time.check_bool("patch_time", patch_time)
+        patch: typing.Any = None
+        if patch_time or wall_start is not None:
+            from ._patch import TrioClockPatch, check_wall_start
+
+            wall = check_wall_start(wall_start)
+            patch = TrioClockPatch(self, _time.to_ticks(start), wall) if patch_time else None
 
         self._ticks = _time.to_ticks(start)
         # The time reported while rate == 0: the float of _ticks, or a deadline that is only
@@ -204,6 +221,8 @@ class VirtualClock(trio.abc.Clock):
         self._guard_name = ""
         self._deadlock: _errors.DeadlockError | None = None
         self._error: BaseException | None = None
+        # patch_time: entered when trio starts a run with this clock, left when it ends.
+        self._patch = patch
 
     # ------------------------------------------------------------ settable options
 
@@ -303,6 +322,8 @@ class VirtualClock(trio.abc.Clock):
         self._plan = _NO_PLAN
         self._dormant = False
         trio.lowlevel.add_instrument(self._instrument)
+        if self._patch is not None and not self._patch.active:
+            self._patch.__enter__()
 
     def current_time(self) -> float:
         """The virtual time now, in seconds."""
@@ -482,6 +503,8 @@ class VirtualClock(trio.abc.Clock):
     def _run_ended(self) -> None:
         self._token = None
         self._plan = _NO_PLAN
+        if self._patch is not None and self._patch.active:
+            self._patch.__exit__(None, None, None)
 
     def __repr__(self) -> str:
         return (
@@ -618,7 +641,8 @@ def run(
     cancelled and :class:`~virtualtime.DeadlockError` is raised, naming every blocked task
     and where it waits, instead of hanging.  Pass either ``clock`` (a clock you keep, to read
     or :meth:`~VirtualClock.jump` it) or clock ``options`` (``start``, ``autojump``,
-    ``autojump_threshold``, ``rate``, ``deadlock_timeout``), not both.
+    ``autojump_threshold``, ``rate``, ``deadlock_timeout``, ``patch_time``, ``wall_start``),
+    not both.
     """
     if clock is None:
         clock = VirtualClock(**options)
