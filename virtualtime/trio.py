@@ -69,10 +69,15 @@ outside wakes trio, exactly as trio does with its real clock.
 """
 
 import collections.abc as _abc
+import gc
 import math
 import os
+import socket
+import stat
+import struct
 import sys
 import time as _stdlib_time
+import types
 import typing
 
 import trio
@@ -88,9 +93,10 @@ __all__ = ("VirtualClock", "run")
 _T = typing.TypeVar("_T")
 
 _PROBE: typing.Final = 600.0
-"""Real seconds answered to the run loop when the clock means "no real wait, but let any task
-in ``wait_all_tasks_blocked`` (with a cushion below this) go first".  The loop never actually
-waits this long: the clock cuts the wait short as soon as it knows nobody is waiting."""
+"""Real seconds answered to the run loop when a task may be waiting in
+``wait_all_tasks_blocked``: trio lowers the I/O wait to that task's cushion, which tells the
+clock to leave time alone.  The loop never actually waits this long: the clock cuts the wait
+short as soon as it knows nobody is waiting."""
 
 _WAIT_SLACK: typing.Final = 0.001
 """Real seconds a timed quiet period may fall short of its length (OS timer granularity)."""
@@ -98,9 +104,39 @@ _WAIT_SLACK: typing.Final = 0.001
 _NOISE_ULPS: typing.Final = 8
 """A deadline this many float ulps above a tick is float noise, not a later instant."""
 
-# Public trio functions whose frames identify a task waiting for its worker thread.
+_ROUND_MARGIN: typing.Final = 100
+"""Where floats are coarser than a tick, a round decimal delay is believed only if it is this
+many times rounder than the width of the noise window (a chance match is then < 1 %)."""
+
+_TIE_HOLD: typing.Final = 0.25
+"""Real seconds a TCP connection whose last send and last receive fall in the same
+millisecond still counts as awaiting an answer (the kernel cannot tell their order)."""
+
+_WAKEUP_TASK: typing.Final = "<TrioToken.run_sync_soon task>"
+"""trio's own task that waits on its wake-up socket: never outside work, never a reason to
+keep a deadlocked run alive."""
+
+# What a blocked task waits for, read from its await chain (public ``Task.coro`` and the
+# coroutine objects' ``cr_await``/``cr_code``): the public trio functions below mark it.
+_W_IDLE: typing.Final = 1  # trio.testing.wait_all_tasks_blocked
+_W_THREAD: typing.Final = 2  # trio.to_thread.run_sync, waiting for its thread
+_W_CALLBACK: typing.Final = 3  # trio.to_thread.run_sync, running a from_thread call in trio
+_W_READ: typing.Final = 4  # trio.lowlevel.wait_readable
+_W_WRITE: typing.Final = 5  # trio.lowlevel.wait_writable
+
 _TO_THREAD_CODE: typing.Final = trio.to_thread.run_sync.__code__
 _WAIT_RESCHEDULED_CODE: typing.Final = trio.lowlevel.wait_task_rescheduled.__code__
+_MARKS: typing.Final[dict[types.CodeType, int]] = {
+    trio.testing.wait_all_tasks_blocked.__code__: _W_IDLE,
+    _TO_THREAD_CODE: _W_THREAD,
+    trio.lowlevel.wait_readable.__code__: _W_READ,
+    trio.lowlevel.wait_writable.__code__: _W_WRITE,
+}
+
+# How a file descriptor a task waits on relates to the world outside this run.
+_FD_INSIDE: typing.Final = 0  # both ends are ours (or a listener): never outside work
+_FD_OUTSIDE: typing.Final = 1  # a child process, a pipe or socket to another process...
+_FD_PEER: typing.Final = 2  # a TCP connection: outside work unless its peer is ours
 
 _LIBRARY_DIRS: typing.Final = tuple(
     os.path.dirname(path) + os.sep for path in (trio.__file__, __file__) if path is not None
@@ -109,20 +145,65 @@ _LIBRARY_DIRS: typing.Final = tuple(
 
 
 def _library_dirs() -> tuple[str, ...]:
-    anyio = sys.modules.get("anyio")  # anyio's frames too, if it is in use (never imported)
-    anyio_file = getattr(anyio, "__file__", None)
-    if anyio_file is None:
-        return _LIBRARY_DIRS
-    return (*_LIBRARY_DIRS, os.path.dirname(anyio_file) + os.sep)
+    dirs = _LIBRARY_DIRS
+    for name in ("anyio", "outcome"):  # their frames too, if they are in use (never imported)
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path is not None:
+            dirs = (*dirs, os.path.dirname(path) + os.sep)
+    return dirs
 
 
 _NO_PLAN: typing.Final = 0
-_PLAN_JUMP: typing.Final = 1
-_PLAN_DEADLOCK: typing.Final = 2
+_PLAN_POLL: typing.Final = 1  # jump after this I/O poll (timeout 0) unless it woke a task
+_PLAN_JUMP: typing.Final = 2  # probe first (idle waiters, threshold), then jump
+_PLAN_DEADLOCK: typing.Final = 3
 
 
 def _noop() -> None:
     """Queued with ``run_sync_soon`` only to end the run loop's I/O wait early."""
+
+
+class _Wait(typing.NamedTuple):
+    """What one blocked task waits for (see :func:`_classify`)."""
+
+    kind: int
+    in_thread_job: bool
+    fd: object = None
+    fd_class: int = _FD_INSIDE
+    peer: object = None
+
+
+_COROUTINE: typing.Final = types.CoroutineType
+_GENERATOR: typing.Final = types.GeneratorType
+
+
+def _classify(task: trio.lowlevel.Task) -> _Wait | None:
+    """Read what ``task`` (blocked now) waits for from its chain of awaited coroutines.
+
+    None for anything the clock need not know about (a sleep, an Event, a channel...).
+    This runs for every task that ran, so it walks the chain without raising anything.
+    """
+    coro: typing.Any = task.coro
+    in_thread_job = False
+    while True:
+        kind = type(coro)
+        if kind is _COROUTINE:
+            mark = _MARKS.get(coro.cr_code)
+            if mark is not None:
+                if mark == _W_IDLE:
+                    return _Wait(_W_IDLE, in_thread_job)
+                if mark != _W_THREAD:
+                    return _Wait(mark, in_thread_job, coro.cr_frame.f_locals.get("fd"))
+                inner = coro.cr_await
+                if type(inner) is _COROUTINE and inner.cr_code is _WAIT_RESCHEDULED_CODE:
+                    return _Wait(_W_THREAD, True)
+                in_thread_job = True  # running a from_thread call: look deeper
+            coro = coro.cr_await
+        elif kind is _GENERATOR:
+            coro = coro.gi_yieldfrom
+        else:
+            break
+    return _Wait(_W_CALLBACK, True) if in_thread_job else None
 
 
 class VirtualClock(trio.abc.Clock):
@@ -132,7 +213,8 @@ class VirtualClock(trio.abc.Clock):
     or ``anyio.run(main, backend="trio", backend_options={"clock": VirtualClock()})``).
     Every sleep, ``move_on_after``, ``fail_after`` and deadline then runs on virtual time,
     which moves only when the clock decides to move it.  Sockets, subprocesses and worker
-    threads keep working in real time.
+    threads keep working in real time, and never lose to a virtual timeout (see "The outside
+    world" in the module documentation).
 
     Options (keyword-only; each is validated and is also a settable attribute):
 
@@ -141,15 +223,15 @@ class VirtualClock(trio.abc.Clock):
     ``autojump`` (True)
         Jump straight to the next deadline whenever every task is blocked.  This is what you
         want for tests and simulations: a program that sleeps for a year finishes in
-        milliseconds.  Turn it off to drive time yourself with :meth:`jump`, typically from a
-        test that waits in ``trio.testing.wait_all_tasks_blocked()`` and then jumps.
+        milliseconds.  Turn it off to drive time yourself with :meth:`jump` or the driving
+        verbs (``await virtualtime.evolve(dt)`` and friends).
     ``autojump_threshold`` (0.0)
-        Real seconds of quiet (no task runnable, no I/O) before each jump.  0 jumps at once
-        and costs no real time; it is right when all I/O is in-process.  Raise it (0.05 to
-        0.5) when a real peer -- another process, a thread not started by
-        ``trio.to_thread`` -- must get a chance to answer before a virtual timeout fires;
-        every jump then costs that much real time.  (Threads started by ``trio.to_thread``
-        never need it: time stands still while they run.)
+        Real seconds of quiet (no task runnable, no I/O) before each jump.  0 jumps as soon
+        as trio has polled I/O and found nothing, and costs no real time.  The clock already
+        holds time for the outside work it can see (threads, children, sockets to other
+        processes); raise this (0.05 to 0.5) only for what it cannot see, such as a peer
+        reached through a socket pair handed to another thread.  Every jump then costs that
+        much real time.
     ``rate`` (0.0)
         0 is pure virtual time.  ``r > 0`` makes virtual time flow at ``r`` times real time
         (``rate=1`` is real time, ``rate=60`` a minute per second) and turns jumping off,
@@ -180,6 +262,9 @@ class VirtualClock(trio.abc.Clock):
         deadlock_timeout = _time.check_delay("deadlock_timeout", deadlock_timeout)
 
         self._ticks = _time.to_ticks(start)
+        # Sub-tick remainder of the delays added so far, in ticks (|x| <= 0.5): rounding each
+        # delay to the nearest tick and carrying the rest keeps long sums unbiased.
+        self._residue = 0.0
         # The time reported while rate == 0: the float of _ticks, or a deadline that is only
         # float noise above it (see "Exact time" in the module docstring).
         self._now = _time.to_seconds(self._ticks)
@@ -192,7 +277,14 @@ class VirtualClock(trio.abc.Clock):
 
         # Per-run state, reset by start_clock().
         self._token: trio.lowlevel.TrioToken | None = None
-        self._instrument = _ClockInstrument(self)
+        self._scheduled: list[trio.lowlevel.Task] = []
+        self._instrument = _ClockInstrument(self, self._scheduled.append)
+        self._probe = _ProbeInstrument(self)
+        self._probe_installed = False
+        self._waits: dict[trio.lowlevel.Task, _Wait] = {}
+        self._inside_io: dict[trio.lowlevel.Task, _Wait] = {}
+        self._run_addresses: set[object] = set()
+        self._hold_since: float | None = None
         self._plan = _NO_PLAN
         self._plan_deadline = math.inf
         self._plan_wait = 0.0
@@ -228,6 +320,7 @@ class VirtualClock(trio.abc.Clock):
             if _time.to_seconds(ticks) < virtual:
                 ticks += 1
             self._ticks = max(ticks, self._ticks)
+            self._residue = 0.0
             self._now = max(_time.to_seconds(self._ticks), virtual)
             self._anchor.set_rate(0.0)
         else:
@@ -277,8 +370,9 @@ class VirtualClock(trio.abc.Clock):
 
         Every deadline passed over expires on the run loop's next turn, all seeing the new
         time (a suspended laptop waking up).  Use it with ``autojump=False`` to drive time
-        from a test, after ``await trio.testing.wait_all_tasks_blocked()``.  Call it from
-        inside the run; from another thread use
+        from a test, after ``await trio.testing.wait_all_tasks_blocked()`` (or use the
+        awaitable verbs ``virtualtime.evolve``/``fast_forward``, which also let everything
+        due settle).  Call it from inside the run; from another thread use
         ``trio.from_thread.run_sync(clock.jump, seconds, trio_token=...)``.
 
         Raises ``ValueError`` for a negative, NaN or infinite ``seconds`` (time never goes
@@ -291,6 +385,7 @@ class VirtualClock(trio.abc.Clock):
             self._ticks += _time.delay_ticks(seconds)
             self._now = max(_time.to_seconds(self._ticks), self._now)
         self._dormant = False
+        self._hold_since = None
         self._poke()
 
     fast_forward = jump
@@ -302,6 +397,12 @@ class VirtualClock(trio.abc.Clock):
         self._token = trio.lowlevel.current_trio_token()
         self._plan = _NO_PLAN
         self._dormant = False
+        self._hold_since = None
+        self._scheduled.clear()
+        self._waits.clear()
+        self._inside_io.clear()
+        self._run_addresses.clear()
+        self._probe_installed = False
         trio.lowlevel.add_instrument(self._instrument)
 
     def current_time(self) -> float:
@@ -313,49 +414,197 @@ class VirtualClock(trio.abc.Clock):
     def deadline_to_sleep_time(self, deadline: float) -> float:
         """Real seconds the run loop may sleep before ``deadline``; decides when time jumps.
 
-        trio calls this only when no task is runnable.
+        trio calls this only when no task is runnable.  With nothing outside the run to wait
+        for, the answer is 0: trio polls I/O without blocking, and the clock jumps to
+        ``deadline`` right after that poll if it woke nobody (see ``_after_io_wait``).
         """
         self._plan = _NO_PLAN
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+        if self._scheduled:
+            self._absorb()
         if self._rate:
             now = self._anchor.virtual()
             if deadline <= now:
                 return 0.0
-            if deadline < math.inf or self._threads_busy():
+            if deadline < math.inf or (self._waits and self._outside_work()):
                 self._dormant = False
                 return (deadline - now) / self._rate
             return self._check_deadlock()
         if deadline <= self._now:
             return 0.0
-        if self._threads_busy():
-            # A worker thread is running: time stands still until it reports back.
+        if self._waits and self._outside_work():
+            # Outside work may still answer: time stands still, and a deadline fires only
+            # once as much real time has passed as its virtual delay.
             self._dormant = False
-            return math.inf
+            if deadline == math.inf or not self._autojump:
+                return math.inf
+            real = _stdlib_time.perf_counter()
+            since = self._hold_since
+            if since is None:
+                since = self._hold_since = real
+            remaining = (deadline - self._now) - (real - since)
+            if remaining > 0:
+                return remaining
+        else:
+            self._hold_since = None
         if deadline < math.inf and self._autojump:
             self._dormant = False
-            self._plan = _PLAN_JUMP
             self._plan_deadline = deadline
-            return self._arm(self._threshold)
+            if self._threshold or self._idle_waiters():
+                self._plan = _PLAN_JUMP
+                return self._arm(self._threshold)
+            self._plan = _PLAN_POLL
+            return 0.0
         return self._check_deadlock()
+
+    # ------------------------------------------------------------ what the run waits for
+
+    def _absorb(self) -> None:
+        """Classify the tasks that ran since the last question (they are all blocked now).
+
+        A task's wait changes only when it runs, and it runs only after being rescheduled,
+        which the instrument records; so this sees every change, at a cost per task that ran.
+        ``_waits`` holds what may be outside work or an idle waiter; ``_inside_io`` the tasks
+        waiting on descriptors whose both ends are ours (not outside work, not a deadlock).
+        """
+        waits = self._waits
+        inside = self._inside_io
+        scheduled = self._scheduled
+        fresh: list[tuple[trio.lowlevel.Task, _Wait]] | None = None
+        for task in scheduled:
+            wait = _classify(task)
+            if wait is None:
+                if waits:
+                    waits.pop(task, None)
+                if inside:
+                    inside.pop(task, None)
+            elif wait.kind >= _W_READ:
+                if fresh is None:
+                    fresh = []
+                fresh.append((task, wait))
+            else:
+                waits[task] = wait
+                if inside:
+                    inside.pop(task, None)
+        scheduled.clear()
+        if fresh is not None:
+            # Two passes: every socket's own address first, so that a peer seen in the same
+            # batch is known to be ours.
+            described = [(task, wait, self._describe_fd(task, wait)) for task, wait in fresh]
+            for task, wait, (fd_class, peer) in described:
+                if fd_class == _FD_INSIDE and not wait.in_thread_job:
+                    waits.pop(task, None)
+                    if task.name != _WAKEUP_TASK:
+                        inside[task] = wait
+                else:
+                    inside.pop(task, None)
+                    waits[task] = wait._replace(fd_class=fd_class, peer=peer)
+
+    def _idle_waiters(self) -> bool:
+        return bool(self._waits) and any(wait.kind == _W_IDLE for wait in self._waits.values())
+
+    def _outside_work(self) -> bool:
+        """Whether anything outside this run may still answer (so time must not jump)."""
+        thread_waits = callbacks = 0
+        for task, wait in self._waits.items():
+            kind = wait.kind
+            if kind == _W_THREAD:
+                thread_waits += 1
+            elif wait.in_thread_job:
+                callbacks += 1
+            if kind >= _W_READ and self._fd_busy(task, wait):
+                return True
+        active = trio.testing.active_thread_count()
+        if active:
+            # A thread job is working unless it is blocked calling back into trio; if the
+            # clock cannot account for every job it keeps time still -- the safe side.
+            return thread_waits > 0 or thread_waits + callbacks < active
+        return False
+
+    def _fd_busy(self, task: trio.lowlevel.Task, wait: _Wait) -> bool:
+        fd_class = wait.fd_class
+        if fd_class == _FD_INSIDE:
+            return False
+        if fd_class == _FD_OUTSIDE:
+            return True
+        if wait.peer in self._run_addresses:
+            return False  # an in-run server and its client
+        if wait.kind == _W_WRITE:
+            return True
+        return _awaits_answer(wait.fd)
+
+    def _describe_fd(self, task: trio.lowlevel.Task, wait: _Wait) -> tuple[int, object]:
+        """``(fd class, peer address)`` of the descriptor ``task`` waits on."""
+        if task.name == _WAKEUP_TASK:
+            return _FD_INSIDE, None
+        fd = wait.fd
+        sock: socket.socket | None = fd if isinstance(fd, socket.socket) else None
+        try:
+            number = fd if isinstance(fd, int) else fd.fileno()  # type: ignore[attr-defined]
+            mode = os.fstat(number).st_mode
+        except (AttributeError, OSError, TypeError, ValueError):
+            return _FD_OUTSIDE, None  # unknown: the safe side
+        if stat.S_ISSOCK(mode):
+            detach = sock is None
+            if sock is None:
+                sock = socket.socket(fileno=number)
+            try:
+                return self._describe_socket(sock, wait.kind)
+            finally:
+                if detach:
+                    sock.detach()
+        if stat.S_ISFIFO(mode):
+            return (_FD_INSIDE if _pipe_is_ours(number, os.fstat(number)) else _FD_OUTSIDE), None
+        return _FD_OUTSIDE, None  # a child's pidfd, a terminal, a signalfd...
+
+    def _describe_socket(self, sock: socket.socket, kind: int) -> tuple[int, object]:
+        try:
+            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                self._run_addresses.add(sock.getsockname())
+                return _FD_INSIDE, None  # a listener: nothing is in progress
+            family = sock.family
+            if family == socket.AF_UNIX:
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                pid = int.from_bytes(creds[:4], sys.byteorder)
+                return (_FD_INSIDE if pid in (0, os.getpid()) else _FD_OUTSIDE), None
+            if family not in (socket.AF_INET, socket.AF_INET6):
+                return _FD_OUTSIDE, None
+            self._run_addresses.add(sock.getsockname())
+            try:
+                peer = sock.getpeername()
+            except OSError:
+                return _FD_OUTSIDE, None  # a connect in progress
+            if sock.type != socket.SOCK_STREAM:
+                return _FD_OUTSIDE, None  # a connected datagram socket: a reply may come
+            return _FD_PEER, peer
+        except (AttributeError, OSError):
+            return _FD_OUTSIDE, None
 
     # ------------------------------------------------------------ internals
 
     def _arm(self, wait: float) -> float:
         """Answer the run loop with a probe; the instrument acts on what the loop does."""
+        if not self._probe_installed:
+            trio.lowlevel.add_instrument(self._probe)
+            self._probe_installed = True
         self._plan_immediate = wait <= 0
         self._plan_wait = _PROBE if self._plan_immediate else wait
         return self._plan_wait
 
     def _check_deadlock(self) -> float:
-        if self._dormant or self._io_waiters() > 0:
+        if self._dormant or self._io_waiting():
             return math.inf
         self._plan = _PLAN_DEADLOCK
         return self._arm(self._deadlock_timeout)
 
+    def _io_waiting(self) -> bool:
+        """Whether a task (not trio's own) waits on a file descriptor: not a deadlock."""
+        return bool(self._inside_io) or any(wait.kind >= _W_READ for wait in self._waits.values())
+
     def _before_io_wait(self, timeout: float) -> None:
-        if not self._plan:
+        if self._plan < _PLAN_JUMP:
             return
         if timeout < self._plan_wait:
             # The loop will wake a task in wait_all_tasks_blocked first: leave time alone.
@@ -371,72 +620,56 @@ class VirtualClock(trio.abc.Clock):
             self._wait_started = _stdlib_time.perf_counter()
 
     def _after_io_wait(self) -> None:
-        if not self._plan:
+        plan = self._plan
+        if not plan:
             return
-        plan, self._plan = self._plan, _NO_PLAN
-        if trio.lowlevel.current_statistics().tasks_runnable:
-            return  # something happened during the quiet period: not idle after all
+        self._plan = _NO_PLAN
+        if self._scheduled:
+            return  # the poll (or the quiet period) woke a task: not idle after all
+        if plan == _PLAN_POLL:
+            self._advance_to(self._plan_deadline)
+            return
         waited = _stdlib_time.perf_counter() - self._wait_started
         if waited < self._plan_wait - _WAIT_SLACK:
             return  # woken early without anything to run (guest mode): not quiet long enough
         self._carry_out(plan)
 
     def _carry_out(self, plan: int) -> None:
-        if plan == _PLAN_JUMP:
-            self._advance_to(self._plan_deadline)
-        else:
+        if plan == _PLAN_DEADLOCK:
             self._declare_deadlock()
+        else:
+            self._advance_to(self._plan_deadline)
 
     def _advance_to(self, deadline: float) -> None:
         """Jump to ``deadline``: the tick it means, reported as no earlier than ``deadline``."""
-        self._ticks += _ticks_until(deadline, self._now)
+        ticks, self._residue = _ticks_until(deadline, self._now, self._residue)
+        self._ticks += ticks
         self._now = max(_time.to_seconds(self._ticks), deadline, self._now)
         self._jumps += 1
-
-    def _threads_busy(self) -> bool:
-        """Whether a ``trio.to_thread`` job is running (time must stand still)."""
-        active = trio.testing.active_thread_count()
-        if not active:
-            return False
-        # Jobs are in flight.  Time may still move if every one of them is blocked calling
-        # back into trio (from_thread.run), because only trio can make progress then.
-        found = 0
-        for task in _all_tasks():
-            frames = [frame.f_code for frame, _ in task.iter_await_frames()]
-            for index, code in enumerate(frames):
-                if code is _TO_THREAD_CODE:
-                    found += 1
-                    if index + 1 < len(frames) and frames[index + 1] is _WAIT_RESCHEDULED_CODE:
-                        return True  # this task waits for its thread: the thread is working
-                    break
-        return found < active  # cannot account for every job: keep time still
-
-    def _io_waiters(self) -> int:
-        """Tasks waiting on file descriptors, not counting trio's own wake-up socket."""
-        stats = trio.lowlevel.current_statistics().io_statistics
-        waiting = 0
-        for name in dir(stats):
-            if name.startswith("tasks_waiting"):
-                value = getattr(stats, name)
-                if isinstance(value, int):
-                    waiting += value
-        # trio's run_sync_soon task always waits to read its wake-up socket.
-        return waiting - 1
+        self._hold_since = None
 
     def _declare_deadlock(self) -> None:
         self._dormant = True  # do not re-detect (and re-wake) until something changes
         guard = self._guard
         if guard is None or self._deadlock is not None:
             return
-        blocked = tuple(self._describe(task) for task in self._guarded_tasks())
-        lines = "\n".join(f"  {name}: {where}" for name, where in blocked)
-        self._deadlock = _errors.DeadlockError(
+        tasks = self._guarded_tasks()
+        blocked = tuple(self._describe(task) for task in tasks)
+        lines = [
             f"deadlock at virtual time t={self.current_time()!r}: every task is blocked, no "
-            "deadline is pending that the clock may jump to, no worker thread or I/O is in "
-            f"flight, and nothing woke trio for deadlock_timeout={self._deadlock_timeout!r} "
-            f"real seconds.  Blocked tasks:\n{lines}",
-            blocked,
-        )
+            "deadline is pending that the clock may jump to"
+            + ("" if self._autojump else " (time is manual: autojump=False and nobody drives it)")
+            + ", no worker thread, child process or outside connection is in flight, and "
+            f"nothing woke trio for deadlock_timeout={self._deadlock_timeout!r} real seconds."
+        ]
+        if blocked:
+            lines.append("Blocked tasks:")
+            lines.extend(f"  - {name}: {where}" for name, where in blocked)
+        self._deadlock = _errors.DeadlockError("\n".join(lines), blocked)
+        # Cancellation does not reach into shielded scopes; lift the shields the blocked tasks
+        # sit in, so that the whole guarded tree unwinds and the error can be raised.
+        for task in tasks:
+            _lift_shields(task)
         guard.cancel()
 
     def _guarded_tasks(self) -> list[trio.lowlevel.Task]:
@@ -482,6 +715,10 @@ class VirtualClock(trio.abc.Clock):
     def _run_ended(self) -> None:
         self._token = None
         self._plan = _NO_PLAN
+        self._scheduled.clear()
+        self._waits.clear()
+        self._inside_io.clear()
+        self._run_addresses.clear()
 
     def __repr__(self) -> str:
         return (
@@ -492,11 +729,44 @@ class VirtualClock(trio.abc.Clock):
 
 
 class _ClockInstrument(trio.abc.Instrument):
-    """Lets a :class:`VirtualClock` see the run loop go to sleep and wake up.
+    """Lets a :class:`VirtualClock` see tasks become runnable and the loop wake up.
 
-    Instrument hooks must never raise (trio would remove the instrument), so they only call
-    methods of the clock that cannot fail.
+    ``task_scheduled`` is the bare ``list.append`` of the clock's list of tasks to look at,
+    the cheapest hook trio can call.  Instrument hooks must never raise (trio would remove
+    the instrument), so the others only call methods of the clock that cannot fail.
     """
+
+    __slots__ = ("_clock", "task_scheduled")
+
+    def __init__(
+        self, clock: VirtualClock, record: _abc.Callable[[trio.lowlevel.Task], None]
+    ) -> None:
+        self._clock = clock
+        self.task_scheduled = record  # type: ignore[method-assign, assignment]
+
+    def after_io_wait(self, timeout: float) -> None:
+        clock = self._clock
+        if clock._plan == _PLAN_POLL:
+            # The fast path of every jump, inlined: jump unless the poll woke a task.
+            clock._plan = _NO_PLAN
+            if not clock._scheduled:
+                try:
+                    clock._advance_to(clock._plan_deadline)
+                except BaseException as exc:  # pragma: no cover - a bug in the clock
+                    clock._failed(exc)
+            return
+        try:
+            clock._after_io_wait()
+        except BaseException as exc:  # pragma: no cover - a bug in the clock
+            clock._failed(exc)
+
+    def after_run(self) -> None:
+        self._clock._run_ended()
+
+
+class _ProbeInstrument(trio.abc.Instrument):
+    """Sees the timeout of the run loop's next I/O wait; installed only while a probe is
+    armed (a ``before_io_wait`` hook on every turn would cost every jump a call)."""
 
     __slots__ = ("_clock",)
 
@@ -504,57 +774,143 @@ class _ClockInstrument(trio.abc.Instrument):
         self._clock = clock
 
     def before_io_wait(self, timeout: float) -> None:
+        clock = self._clock
         try:
-            self._clock._before_io_wait(timeout)
+            trio.lowlevel.remove_instrument(self)
+            clock._probe_installed = False
+            clock._before_io_wait(timeout)
         except BaseException as exc:  # pragma: no cover - a bug in the clock
-            self._clock._failed(exc)
+            clock._failed(exc)
 
-    def after_io_wait(self, timeout: float) -> None:
+
+_TCP_INFO: typing.Final = getattr(socket, "TCP_INFO", None)
+_TCP_INFO_TIMES: typing.Final = struct.Struct("=I4xI")  # last_data_sent, last_data_recv (ms)
+_TCP_INFO_TIMES_AT: typing.Final = 44
+_TCP_INFO_RECEIVED: typing.Final = struct.Struct("=Q")  # bytes_received
+_TCP_INFO_RECEIVED_AT: typing.Final = 128
+
+
+def _awaits_answer(fd: object) -> bool:
+    """Whether a TCP connection to an outside peer has a request in flight.
+
+    An idle keep-alive connection (its last event a receive) must not hold virtual time; a
+    connection that sent last, or never received anything yet, awaits an answer.  Linux's
+    ``TCP_INFO`` tells which came last (to the millisecond); elsewhere every connection
+    counts as awaiting -- the safe side.
+    """
+    if _TCP_INFO is None or not isinstance(fd, socket.socket):
+        return True
+    try:
+        info = fd.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 256)
+    except OSError:
+        return True
+    if len(info) < _TCP_INFO_RECEIVED_AT + 8:
+        return True
+    sent_ago, received_ago = _TCP_INFO_TIMES.unpack_from(info, _TCP_INFO_TIMES_AT)
+    (received,) = _TCP_INFO_RECEIVED.unpack_from(info, _TCP_INFO_RECEIVED_AT)
+    if not received or sent_ago < received_ago:
+        return True
+    return bool(sent_ago == received_ago and received_ago < _TIE_HOLD * 1000)
+
+
+def _pipe_is_ours(number: int, info: os.stat_result) -> bool:
+    """Whether the other end of the pipe ``number`` is open in this process too."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for name in names:
+        other = int(name)
+        if other == number:
+            continue
         try:
-            self._clock._after_io_wait()
-        except BaseException as exc:  # pragma: no cover - a bug in the clock
-            self._clock._failed(exc)
+            found = os.fstat(other)
+        except OSError:
+            continue
+        if found.st_ino == info.st_ino and found.st_dev == info.st_dev:
+            return True
+    return False
 
-    def after_run(self) -> None:
-        self._clock._run_ended()
+
+def _lift_shields(task: trio.lowlevel.Task) -> None:
+    """Unshield every cancel scope ``task`` is waiting inside (deadlock clean-up only).
+
+    The scopes a suspended coroutine has entered are referenced from its frame (a ``with``
+    statement keeps the scope's ``__exit__``); ``gc.get_referents`` finds them, and the
+    public ``CancelScope.shield`` setter lifts them.  anyio's scopes wrap trio's and have the
+    same attribute.
+    """
+    coro: typing.Any = task.coro
+    scope_types = (trio.CancelScope, *_anyio_scope_types())
+    while coro is not None:
+        for ref in gc.get_referents(coro):
+            scope: typing.Any = getattr(ref, "__self__", ref)
+            if isinstance(scope, scope_types) and getattr(scope, "shield", False):
+                setattr(scope, "shield", False)  # noqa: B010 - typed as a bare object here
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
 
 
-def _ticks_until(deadline: float, now: float) -> int:
+def _anyio_scope_types() -> tuple[type, ...]:
+    anyio = sys.modules.get("anyio")
+    scope = getattr(anyio, "CancelScope", None)
+    return (scope,) if isinstance(scope, type) else ()
+
+
+def _ticks_until(deadline: float, now: float, residue: float) -> tuple[int, float]:
     """Whole ticks from the reported time ``now`` to a float ``deadline`` (> ``now``).
 
-    trio computes deadlines as ``now + delay`` in floats, so a deadline carries a few ulps of
-    rounding noise; the delay is recovered as ``deadline - now`` and turned into ticks:
+    Returns ``(ticks, new residue)``.  trio computes deadlines as ``now + delay`` in floats,
+    so a deadline carries a few ulps of rounding noise; the delay is recovered as
+    ``deadline - now`` and turned into ticks:
 
-    * where floats are finer than a tick (the first weeks of virtual time), the nearest whole
-      tick if the delay is within float noise of one, else the next tick up (a genuine instant
-      between two ticks, or a delay shorter than a tick, which still moves time);
-    * where floats are coarser (about 3.7 ns per ulp after a year), several tick counts are
-      within the noise; the roundest decimal among them is the one the program meant
-      (``0.1`` rather than ``0.100000003``), so sums of sleeps stay exact in ticks.
+    * a delay within float noise of a whole tick is that tick (ten ``sleep(0.1)`` are
+      exactly one second);
+    * any other delay is rounded to the nearest tick, and the remainder is carried to the
+      next delay, so a long run of ``sleep(1/3)`` neither drifts up nor down;
+    * where floats are coarser than a tick (about 3.7 ns per ulp after a year), the round
+      decimal delay the program meant (``0.1`` rather than ``0.100000003``) is taken when
+      one is clearly rounder than chance would give; otherwise the float delay is all there
+      is, and the carried remainder keeps its rounding unbiased.
+
+    A positive delay shorter than a tick still advances one tick: time never freezes.
     """
     delay = deadline - now
-    noise = _NOISE_ULPS * math.ulp(deadline) * _time.TICKS_PER_SECOND
     scaled = delay * _time.TICKS_PER_SECOND
     if not scaled < 2.0**53:
         # A delay of more than ~104 days: whole ticks of the float are all there is.
-        return int(scaled) if math.isfinite(scaled) else int(delay) * _time.TICKS_PER_SECOND
+        if math.isfinite(scaled):
+            return int(scaled), residue
+        return int(delay) * _time.TICKS_PER_SECOND, residue
+    noise = _NOISE_ULPS * math.ulp(deadline) * _time.TICKS_PER_SECOND
+    nearest = round(scaled)
     if noise < 0.5:
-        ticks = round(scaled)
-        if scaled - ticks > noise:
-            ticks += 1
-        return ticks
-    low = max(0, math.ceil(scaled - noise))
-    high = math.floor(scaled + noise)
-    if high <= low:
-        return low
+        if abs(scaled - nearest) <= noise and nearest > 0:
+            return nearest, residue
+    else:
+        low = max(1, math.ceil(scaled - noise))
+        high = math.floor(scaled + noise)
+        if low <= high:
+            roundest = _roundest(low, high)
+            if roundest[1] >= _ROUND_MARGIN * (high - low + 1):
+                return roundest[0], residue
+    exact = scaled + residue
+    ticks = round(exact)
+    if ticks < 1:
+        return 1, 0.0
+    return ticks, exact - ticks
+
+
+def _roundest(low: int, high: int) -> tuple[int, int]:
+    """``(n, step)``: a number in ``[low, high]`` that is a multiple of the largest power of
+    ten ``step`` that has one there (the middle one of several)."""
     step = 10 ** len(str(high))
     while step > 1:
         step //= 10
         first = -(-low // step) * step
         if first <= high:
-            # Fewer than ten multiples of step fit, since no multiple of step * 10 did.
-            return min(range(first, high + 1, step), key=lambda ticks: abs(ticks - scaled))
-    return low  # pragma: no cover - every integer is a multiple of 1
+            last = high // step * step
+            return first + (last - first) // step // 2 * step, step
+    return low, 1  # pragma: no cover - every integer is a multiple of 1
 
 
 def _task_name(task: trio.lowlevel.Task) -> str:
