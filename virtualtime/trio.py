@@ -985,3 +985,79 @@ def run(
     elif not isinstance(clock, VirtualClock):
         raise TypeError(f"clock must be a virtualtime.trio.VirtualClock, got {clock!r}")
     return trio.run(_run_guarded, clock, async_fn, *args, clock=clock)
+
+
+# ------------------------------------------------------------------ driving verbs
+#
+# The trio halves of virtualtime.settle/step/evolve/run_until/fast_forward/now/peek: the
+# backend-neutral functions in virtualtime._control call these when the running trio clock is
+# a VirtualClock.  They only use what any task may: sleeping, waiting for the run to be idle,
+# and the clock's own jump().
+
+
+def _now(clock: VirtualClock) -> float:
+    return clock.current_time()
+
+
+def _peek(clock: VirtualClock) -> float:
+    """Virtual time of the next pending deadline, or ``math.inf``."""
+    gap = trio.lowlevel.current_statistics().seconds_to_next_deadline
+    return math.inf if gap == math.inf else clock.current_time() + gap
+
+
+async def _settle(clock: VirtualClock) -> float:
+    """Let every task run until all are blocked; time does not move (a waiter in
+    ``wait_all_tasks_blocked`` always goes before a jump)."""
+    await trio.testing.wait_all_tasks_blocked()
+    return clock.current_time()
+
+
+async def _run_until(clock: VirtualClock, t: float) -> float:
+    """Let the clock jump from deadline to deadline (even in manual mode) until this task's own
+    deadline at ``t`` wakes it, then settle.  While this task waits, no jump can pass ``t``."""
+    autojump = clock.autojump
+    clock.autojump = True
+    try:
+        await trio.sleep_until(t)
+    finally:
+        clock.autojump = autojump
+    return await _settle(clock)
+
+
+async def _evolve(clock: VirtualClock, dt: float) -> float:
+    target = _time.to_ticks(clock.current_time()) + _time.delay_ticks(dt)
+    return await _run_until(clock, _time.to_seconds(target))
+
+
+def _check_target(clock: VirtualClock, t: float) -> float:
+    now = clock.current_time()
+    # Compare in ticks: trio's float deadlines carry noise (0.1 * 3 reads 0.300...04).
+    if _time.to_ticks(t) < _time.to_ticks(now):
+        raise ValueError(
+            f"t must not be in the past: t={t!r} < now={now!r} (virtual time never goes backwards)"
+        )
+    return t
+
+
+async def _step(clock: VirtualClock) -> float | None:
+    await _settle(clock)
+    before = clock.current_time()
+    target = _peek(clock)
+    if target == math.inf:
+        return None
+    if target <= before:
+        return await _settle(clock)  # due now: settling fired it
+    now = await _run_until(clock, target)
+    # now + gap can land an ulp short of the deadline it measured: catch that deadline too.
+    for _ in range(_NOISE_ULPS):
+        gap = trio.lowlevel.current_statistics().seconds_to_next_deadline
+        if not 0 < gap <= _NOISE_ULPS * math.ulp(now):
+            break
+        now = await _run_until(clock, max(now + gap, math.nextafter(now, math.inf)))
+    return now
+
+
+async def _fast_forward(clock: VirtualClock, dt: float) -> float:
+    clock.jump(dt)
+    await trio.lowlevel.checkpoint()
+    return await _settle(clock)
