@@ -69,6 +69,7 @@ outside wakes trio, exactly as trio does with its real clock.
 """
 
 import collections.abc as _abc
+import contextlib
 import gc
 import math
 import os
@@ -108,9 +109,12 @@ _ROUND_MARGIN: typing.Final = 100
 """Where floats are coarser than a tick, a round decimal delay is believed only if it is this
 many times rounder than the width of the noise window (a chance match is then < 1 %)."""
 
-_TIE_HOLD: typing.Final = 0.25
-"""Real seconds a TCP connection whose last send and last receive fall in the same
-millisecond still counts as awaiting an answer (the kernel cannot tell their order)."""
+_ACTIVE_HOLD: typing.Final = 0.25
+"""Real seconds after the last byte moved on a TCP connection to an outside peer during which
+it still counts as answering (see :func:`_awaits_answer`)."""
+
+_RECHECK: typing.Final = 0.05
+"""Real seconds between looks at a held TCP connection, which may turn idle silently."""
 
 _WAKEUP_TASK: typing.Final = "<TrioToken.run_sync_soon task>"
 """trio's own task that waits on its wake-up socket: never outside work, never a reason to
@@ -171,6 +175,7 @@ class _Wait(typing.NamedTuple):
     fd: object = None
     fd_class: int = _FD_INSIDE
     peer: object = None
+    timers: frozenset[tuple[int, float]] = frozenset()
 
 
 _COROUTINE: typing.Final = types.CoroutineType
@@ -285,6 +290,7 @@ class VirtualClock(trio.abc.Clock):
         self._inside_io: dict[trio.lowlevel.Task, _Wait] = {}
         self._run_addresses: set[object] = set()
         self._hold_since: float | None = None
+        self._recheck = False
         self._plan = _NO_PLAN
         self._plan_deadline = math.inf
         self._plan_wait = 0.0
@@ -446,7 +452,8 @@ class VirtualClock(trio.abc.Clock):
                 since = self._hold_since = real
             remaining = (deadline - self._now) - (real - since)
             if remaining > 0:
-                return remaining
+                # A connection's state can turn idle without waking anybody: look again soon.
+                return min(remaining, _RECHECK) if self._recheck else remaining
         else:
             self._hold_since = None
         if deadline < math.inf and self._autojump:
@@ -468,11 +475,17 @@ class VirtualClock(trio.abc.Clock):
         which the instrument records; so this sees every change, at a cost per task that ran.
         ``_waits`` holds what may be outside work or an idle waiter; ``_inside_io`` the tasks
         waiting on descriptors whose both ends are ours (not outside work, not a deadlock).
+
+        It also decides when a hold on outside work restarts its real-time count (see
+        :meth:`deadline_to_sleep_time`): whenever the run made progress other than a task
+        going back to the same outside wait under the same timeouts (a reader of a chatty
+        peer), since any such step may have set the timer that is now due.
         """
         waits = self._waits
         inside = self._inside_io
         scheduled = self._scheduled
         fresh: list[tuple[trio.lowlevel.Task, _Wait]] | None = None
+        progressed = False
         for task in scheduled:
             wait = _classify(task)
             if wait is None:
@@ -480,11 +493,17 @@ class VirtualClock(trio.abc.Clock):
                     waits.pop(task, None)
                 if inside:
                     inside.pop(task, None)
+                progressed = True
             elif wait.kind >= _W_READ:
                 if fresh is None:
                     fresh = []
                 fresh.append((task, wait))
             else:
+                if wait.kind != _W_IDLE:
+                    wait = wait._replace(timers=_timers_of(task))
+                previous = waits.get(task)
+                if previous is None or previous.timers != wait.timers or wait.kind == _W_IDLE:
+                    progressed = True
                 waits[task] = wait
                 if inside:
                     inside.pop(task, None)
@@ -498,15 +517,27 @@ class VirtualClock(trio.abc.Clock):
                     waits.pop(task, None)
                     if task.name != _WAKEUP_TASK:
                         inside[task] = wait
+                        progressed = True
                 else:
                     inside.pop(task, None)
-                    waits[task] = wait._replace(fd_class=fd_class, peer=peer)
+                    wait = wait._replace(fd_class=fd_class, peer=peer, timers=_timers_of(task))
+                    previous = waits.get(task)
+                    if (
+                        previous is None
+                        or previous.fd is not wait.fd
+                        or previous.timers != wait.timers
+                    ):
+                        progressed = True
+                    waits[task] = wait
+        if progressed:
+            self._hold_since = None
 
     def _idle_waiters(self) -> bool:
         return bool(self._waits) and any(wait.kind == _W_IDLE for wait in self._waits.values())
 
     def _outside_work(self) -> bool:
         """Whether anything outside this run may still answer (so time must not jump)."""
+        self._recheck = False
         thread_waits = callbacks = 0
         for task, wait in self._waits.items():
             kind = wait.kind
@@ -533,6 +564,7 @@ class VirtualClock(trio.abc.Clock):
             return False  # an in-run server and its client
         if wait.kind == _W_WRITE:
             return True
+        self._recheck = True
         return _awaits_answer(wait.fd)
 
     def _describe_fd(self, task: trio.lowlevel.Task, wait: _Wait) -> tuple[int, object]:
@@ -791,12 +823,15 @@ _TCP_INFO_RECEIVED_AT: typing.Final = 128
 
 
 def _awaits_answer(fd: object) -> bool:
-    """Whether a TCP connection to an outside peer has a request in flight.
+    """Whether a TCP connection to an outside peer may still be answering.
 
-    An idle keep-alive connection (its last event a receive) must not hold virtual time; a
-    connection that sent last, or never received anything yet, awaits an answer.  Linux's
-    ``TCP_INFO`` tells which came last (to the millisecond); elsewhere every connection
-    counts as awaiting -- the safe side.
+    It does if it has sent more recently than it received (a request in flight), if it never
+    received anything yet (a greeting, a first answer), or if anything moved either way in the
+    last :data:`_ACTIVE_HOLD` real seconds (the rest of a multi-part answer: a TLS session
+    ticket before the reply, headers before a body).  A connection quiet for longer, whose last
+    event was a receive, is idle -- a kept-alive connection, a subscription -- and does not
+    hold virtual time.  Linux's ``TCP_INFO`` gives those times (to the millisecond); elsewhere
+    every connection counts as answering -- the safe side.
     """
     if _TCP_INFO is None or not isinstance(fd, socket.socket):
         return True
@@ -808,9 +843,9 @@ def _awaits_answer(fd: object) -> bool:
         return True
     sent_ago, received_ago = _TCP_INFO_TIMES.unpack_from(info, _TCP_INFO_TIMES_AT)
     (received,) = _TCP_INFO_RECEIVED.unpack_from(info, _TCP_INFO_RECEIVED_AT)
-    if not received or sent_ago < received_ago:
-        return True
-    return bool(sent_ago == received_ago and received_ago < _TIE_HOLD * 1000)
+    return bool(
+        not received or sent_ago < received_ago or min(sent_ago, received_ago) < _ACTIVE_HOLD * 1000
+    )
 
 
 def _pipe_is_ours(number: int, info: os.stat_result) -> bool:
@@ -848,6 +883,46 @@ def _lift_shields(task: trio.lowlevel.Task) -> None:
             if isinstance(scope, scope_types) and getattr(scope, "shield", False):
                 setattr(scope, "shield", False)  # noqa: B010 - typed as a bare object here
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+
+
+@contextlib.contextmanager
+def _sample_manager() -> _abc.Iterator[None]:
+    yield
+
+
+_GENERATOR_MANAGER: typing.Final = type(_sample_manager())
+"""contextlib's class for ``@contextmanager`` objects (``trio.fail_after`` is one)."""
+
+
+def _timers_of(task: trio.lowlevel.Task) -> frozenset[tuple[int, float]]:
+    """``(id, deadline)`` of every cancel scope ``task`` is waiting inside.
+
+    Used only for tasks waiting on outside work: a new timeout (or a moved deadline) means
+    the program set a timer just now.  The scopes are found as in :func:`_lift_shields`,
+    through ``@contextmanager`` wrappers such as ``fail_after``.
+    """
+    found: set[tuple[int, float]] = set()
+    scope_types = (trio.CancelScope, *_anyio_scope_types())
+
+    def visit(obj: object, depth: int) -> None:
+        target: typing.Any = getattr(obj, "__self__", obj) if type(obj) is types.MethodType else obj
+        if isinstance(target, scope_types):
+            found.add((id(target), getattr(target, "deadline", math.inf)))
+            return
+        if depth >= 4:
+            return
+        if isinstance(target, _GENERATOR_MANAGER):
+            target = getattr(target, "gen", None)
+        if isinstance(target, (types.GeneratorType, types.AsyncGeneratorType)):
+            for ref in gc.get_referents(target):
+                visit(ref, depth + 1)
+
+    coro: typing.Any = task.coro
+    while coro is not None:
+        for ref in gc.get_referents(coro):
+            visit(ref, 0)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return frozenset(found)
 
 
 def _anyio_scope_types() -> tuple[type, ...]:
