@@ -182,18 +182,24 @@ _COROUTINE: typing.Final = types.CoroutineType
 _GENERATOR: typing.Final = types.GeneratorType
 
 
-def _classify(task: trio.lowlevel.Task) -> _Wait | None:
+def _classify(
+    task: trio.lowlevel.Task,
+    _coroutine: type = _COROUTINE,
+    _generator: type = _GENERATOR,
+    _marks: typing.Any = _MARKS.get,
+) -> _Wait | None:
     """Read what ``task`` (blocked now) waits for from its chain of awaited coroutines.
 
     None for anything the clock need not know about (a sleep, an Event, a channel...).
-    This runs for every task that ran, so it walks the chain without raising anything.
+    This runs for every task that ran, so it walks the chain without raising anything (the
+    keyword defaults are local bindings, for speed).
     """
     coro: typing.Any = task.coro
     in_thread_job = False
     while True:
         kind = type(coro)
-        if kind is _COROUTINE:
-            mark = _MARKS.get(coro.cr_code)
+        if kind is _coroutine:
+            mark = _marks(coro.cr_code)
             if mark is not None:
                 if mark == _W_IDLE:
                     return _Wait(_W_IDLE, in_thread_job)
@@ -204,7 +210,7 @@ def _classify(task: trio.lowlevel.Task) -> _Wait | None:
                     return _Wait(_W_THREAD, True)
                 in_thread_job = True  # running a from_thread call: look deeper
             coro = coro.cr_await
-        elif kind is _GENERATOR:
+        elif kind is _generator:
             coro = coro.gi_yieldfrom
         else:
             break
@@ -279,6 +285,8 @@ class VirtualClock(trio.abc.Clock):
         self._threshold = autojump_threshold
         self._deadlock_timeout = deadlock_timeout
         self._jumps = 0
+        self._plain = True  # rate 0, autojump, no threshold: the fast path applies
+        self._update_plain()
 
         # Per-run state, reset by start_clock().
         self._token: trio.lowlevel.TrioToken | None = None
@@ -332,7 +340,11 @@ class VirtualClock(trio.abc.Clock):
         else:
             self._anchor.set_rate(value)
         self._rate = value
+        self._update_plain()
         self._poke()
+
+    def _update_plain(self) -> None:
+        self._plain = not self._rate and self._autojump and not self._threshold
 
     @property
     def autojump(self) -> bool:
@@ -343,6 +355,7 @@ class VirtualClock(trio.abc.Clock):
     def autojump(self, value: bool) -> None:
         _time.check_bool("autojump", value)
         self._autojump = value
+        self._update_plain()
         self._poke()
 
     @property
@@ -353,6 +366,7 @@ class VirtualClock(trio.abc.Clock):
     @autojump_threshold.setter
     def autojump_threshold(self, value: float) -> None:
         self._threshold = _time.check_delay("autojump_threshold", value)
+        self._update_plain()
         self._poke()
 
     @property
@@ -424,12 +438,26 @@ class VirtualClock(trio.abc.Clock):
         for, the answer is 0: trio polls I/O without blocking, and the clock jumps to
         ``deadline`` right after that poll if it woke nobody (see ``_after_io_wait``).
         """
+        if self._scheduled:
+            self._absorb()
+        if self._plain and not self._waits and self._error is None:
+            # The fast path of every jump: pure virtual time, nothing outside, nobody idle.
+            if deadline <= self._now:
+                self._plan = _NO_PLAN
+                return 0.0
+            if deadline < math.inf:
+                self._dormant = False
+                self._plan = _PLAN_POLL
+                self._plan_deadline = deadline
+                return 0.0
+        return self._decide(deadline)
+
+    def _decide(self, deadline: float) -> float:
+        """:meth:`deadline_to_sleep_time` for everything but the fast path."""
         self._plan = _NO_PLAN
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        if self._scheduled:
-            self._absorb()
         if self._rate:
             now = self._anchor.virtual()
             if deadline <= now:
@@ -484,6 +512,15 @@ class VirtualClock(trio.abc.Clock):
         waits = self._waits
         inside = self._inside_io
         scheduled = self._scheduled
+        if not waits and not inside:
+            # The common case: tasks that sleep, or wait on each other.
+            for task in scheduled:
+                if _classify(task) is not None:
+                    break
+            else:
+                scheduled.clear()
+                self._hold_since = None
+                return
         fresh: list[tuple[trio.lowlevel.Task, _Wait]] | None = None
         progressed = False
         for task in scheduled:
