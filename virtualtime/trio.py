@@ -975,10 +975,10 @@ def _ticks_until(deadline: float, now: float, residue: float) -> tuple[int, floa
     so a deadline carries a few ulps of rounding noise; the delay is recovered as
     ``deadline - now`` and turned into ticks:
 
-    * a delay within float noise of a whole tick is that tick (ten ``sleep(0.1)`` are
-      exactly one second);
-    * any other delay is rounded to the nearest tick, and the remainder is carried to the
-      next delay, so a long run of ``sleep(1/3)`` neither drifts up nor down;
+    * where floats are finer than a tick (the first weeks of virtual time), the delay is
+      rounded to the nearest tick and the remainder carried to the next delay, so a long run
+      of ``sleep(1/3)`` drifts neither up nor down, and float noise below a tick (``0.3 -
+      0.2``) never adds a tick: ten ``sleep(0.1)`` are exactly one second;
     * where floats are coarser than a tick (about 3.7 ns per ulp after a year), the round
       decimal delay the program meant (``0.1`` rather than ``0.100000003``) is taken when
       one is clearly rounder than chance would give; otherwise the float delay is all there
@@ -994,11 +994,7 @@ def _ticks_until(deadline: float, now: float, residue: float) -> tuple[int, floa
             return int(scaled), residue
         return int(delay) * _time.TICKS_PER_SECOND, residue
     noise = _NOISE_ULPS * math.ulp(deadline) * _time.TICKS_PER_SECOND
-    nearest = round(scaled)
-    if noise < 0.5:
-        if abs(scaled - nearest) <= noise and nearest > 0:
-            return nearest, residue
-    else:
+    if noise >= 0.5:
         low = max(1, math.ceil(scaled - noise))
         high = math.floor(scaled + noise)
         if low <= high:
