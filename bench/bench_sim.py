@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     for workload, unit in (("timer", "dispatch"), ("vehicles", "vehicle step")):
         per = {}
         for backend in BACKENDS:
-            cell = runs[f"{workload}-{backend}"]
-            per[backend] = statistics.median(r["cpu"] / r["units"] * 1e6 for r in cell)
+            measured = runs[f"{workload}-{backend}"]
+            per[backend] = statistics.median(r["cpu"] / r["units"] * 1e6 for r in measured)
         ends = {r["final"] for b in BACKENDS for r in runs[f"{workload}-{b}"]}
         print(
             f"| {workload} | {unit} | {per['asyncio']:.2f} | {per['trio']:.2f} "
