@@ -15,26 +15,43 @@ private ``MockClock._autojump()`` method, so a third-party clock cannot reuse it
 floats.  :class:`VirtualClock` is built only on trio's public interfaces:
 
 * ``trio.abc.Clock.deadline_to_sleep_time`` is called by the run loop exactly when no task is
-  runnable, with the next deadline.  That is the moment to decide: jump, wait, or declare a
-  deadlock.
-* A small ``trio.abc.Instrument`` (added with ``trio.lowlevel.add_instrument`` when the run
-  starts) sees ``before_io_wait(timeout)`` and ``after_io_wait(timeout)``.  The clock answers
-  ``deadline_to_sleep_time`` with a *probe* value; if the loop then waits for less than the
-  probe, a task in ``trio.testing.wait_all_tasks_blocked`` has asked to be woken first, and
-  the clock leaves time alone so that task wakes before time moves.  Otherwise the clock
-  jumps, and ends the I/O wait at once with ``TrioToken.run_sync_soon`` (one wake-up byte),
-  so a jump costs no real time.  With ``autojump_threshold > 0`` the probe *is* the threshold:
-  the loop waits that long in real time and the clock jumps only if nothing happened meanwhile
-  (``trio.lowlevel.current_statistics().tasks_runnable == 0``).
-* Worker threads: ``trio.testing.active_thread_count()`` counts ``trio.to_thread.run_sync``
-  jobs in flight, whatever limiter they use (anyio's ``to_thread.run_sync`` included).  While
-  it is non-zero, virtual time stands still and the loop sleeps until the thread reports back,
-  so a thread's answer can never lose to a virtual ``fail_after``.  One refinement keeps a
-  thread that calls back into trio (``trio.from_thread.run(trio.sleep, 1)``) from freezing
-  time for ever: the clock looks at the tasks waiting in ``trio.to_thread.run_sync`` (public
-  ``Task.iter_await_frames``) and lets time move only when it can account for every thread
-  job and each of them is running a ``from_thread`` call in trio rather than waiting for its
-  thread.  If it cannot account for them, it keeps time still -- the safe side.
+  runnable, with the next deadline.  With nothing outside the run to wait for, the clock
+  answers 0: trio polls I/O *without blocking*, and a small ``trio.abc.Instrument`` jumps the
+  clock to that deadline in ``after_io_wait`` if the poll woke nobody -- so every jump comes
+  after trio has looked at I/O, and the deadline expires in the same turn of the loop.  No
+  wake-up socket, no extra turn (MockClock needs two turns per jump).
+* The instrument's ``task_scheduled`` hook (a bare ``list.append``) records every task that
+  becomes runnable.  At the next idle question the clock reads what each of those tasks now
+  waits for from its chain of awaited coroutines (public ``Task.coro``; ``cr_await``): a
+  ``trio.testing.wait_all_tasks_blocked`` call, a ``trio.to_thread.run_sync`` job, or a
+  ``trio.lowlevel.wait_readable``/``wait_writable`` on some descriptor.  A task's wait can only
+  change when it runs, so this sees every change at a cost per task that ran.
+* A task in ``wait_all_tasks_blocked`` goes before any jump: the clock then answers with a
+  long *probe* instead of 0; trio lowers the wait to that task's cushion and wakes it, and the
+  clock leaves time alone (with ``autojump_threshold > 0`` the probe is the threshold, and the
+  clock jumps only after that much real quiet).
+
+The outside world
+-----------------
+Virtual time must never overtake something outside the run that may still answer.  The clock
+counts as *outside work*: a worker thread running a ``trio.to_thread.run_sync`` job (anyio's
+``to_thread`` too; a job blocked calling back into trio with ``from_thread`` does not count,
+only trio can move it); a child process still running (trio waits on its pidfd) and pipes to
+it; a connect or a TLS handshake in flight; a TCP connection to a peer outside this run that
+sent last, never received, or moved data in the last quarter second; connected datagram
+sockets and Unix sockets to other processes.  Not outside work: sockets whose both ends are
+in this run (an in-process server and its client -- the peer's address is one this run's own
+sockets have), listening sockets, pipes with both ends in this process, trio's wake-up socket,
+and an *idle* kept-alive connection (quiet, its last event a receive).
+
+While outside work is pending, time does not jump: it stands still, and a deadline fires only
+once as much real time has passed as its virtual delay, then time steps to exactly that
+deadline.  So a real answer never loses to a virtual timeout, quick answers arrive at the same
+virtual instant on every machine, and a peer that never answers still times out after about
+its real timeout.  The real-time count restarts whenever the run makes progress (any task
+runs, except a reader going back to the same outside wait under the same timeouts), since that
+step may have set the timer now due.  ``autojump_threshold`` remains for what the model cannot
+see, such as a socket pair handed to a plain thread.
 
 Exact time
 ----------
@@ -42,30 +59,38 @@ Time is kept as integer nanoseconds (:mod:`virtualtime._time`), so ten ``trio.sl
 at exactly ``1.0`` (MockClock: ``0.9999999999999999``).  trio, though, hands the clock
 absolute float deadlines computed as ``now + delay``, and such a sum can land a few ulps above
 the instant it means (``0.2 + 0.1`` is ``0.30000000000000004``).  The clock recovers the delay
-as ``deadline - now``, advances its ticks by that delay in whole nanoseconds (ignoring float
-noise, so ticks never drift), and reports the larger of its ticks and the deadline that fired:
-trio's expiry check and anyio's ``fail_after`` (which re-checks ``current_time() >=
-deadline``) both need the reported time to reach the deadline.  So ``trio.current_time()`` is
-exact whenever the program's float sums are, and otherwise a few ulps above the exact instant
--- never below it.  Near ``t = 1`` that is 1e-16 s and the next sum usually lands back on the
-exact value; after a year of virtual time an ulp is 3.7 ns, and the excess can persist while
-the program keeps adding delays to it.  (The asyncio loop receives relative delays and has no
-such noise.)  A positive delay shorter than a tick still advances one tick; time never freezes
-and never goes backwards.
+as ``deadline - now``, rounds it to the nearest tick and carries the remainder to the next
+delay (so long runs of ``sleep(1/3)`` drift neither up nor down), and reports the larger of
+its ticks and the deadline that fired: trio's expiry check and anyio's ``fail_after`` (which
+re-checks ``current_time() >= deadline``) both need the reported time to reach the deadline.
+What is left is the float error of trio's own ``now + delay`` sums, the same as MockClock's:
+about 5e-8 s after 10,000 sleeps from one day, 1.5e-5 s after 10,000 ``sleep(0.1)`` from one
+year, and a second after 1,000 sleeps at a million years (floats are 4 ms apart there).  (The
+asyncio loop receives relative delays and has no such error.)  A positive delay shorter than a
+tick still advances one tick; time never freezes and never goes backwards.
 
 Deadlocks
 ---------
 When no task can run, no deadline is pending (or, with ``autojump=False``, nobody is left to
-move time), no thread job is in flight, no task waits on a file descriptor and no task waits in
-``wait_all_tasks_blocked``, nothing can happen again unless another thread or a signal wakes
-trio.  The clock waits ``deadlock_timeout`` real seconds for that, never spinning.  (A program
-that only waits for a signal looks exactly like this: give it a long ``deadlock_timeout``.)  Under
-:func:`run` (and :func:`virtualtime.anyio_run`) it then cancels the main function and raises
-:class:`~virtualtime.DeadlockError` listing every blocked task and where it waits.  Under a
-plain ``trio.run(..., clock=VirtualClock())`` there is no public way for a clock to make the
-main task raise an exception of its choosing -- trio only offers cancellation, which would
-surface as a bare ``trio.Cancelled`` -- so the clock then just sleeps (no CPU) until something
-outside wakes trio, exactly as trio does with its real clock.
+move time), no outside work is pending, no task waits on a file descriptor and no task waits
+in ``wait_all_tasks_blocked``, nothing can happen again unless another thread or a signal
+wakes trio.  The clock waits ``deadlock_timeout`` real seconds for that, never spinning.  (A
+program that only waits for a signal looks exactly like this: give it a long
+``deadlock_timeout``.)  Under :func:`run` (and :func:`virtualtime.anyio_run`, and the pytest
+plugin) it then lifts the shields of the cancel scopes the blocked tasks wait in (public
+``CancelScope.shield``), cancels the main function and raises
+:class:`~virtualtime.DeadlockError` listing every blocked task and where it waits, in the
+asyncio loop's format -- from shielded scopes, nested nurseries and ``from_thread`` calls
+alike.  Under a plain ``trio.run(..., clock=VirtualClock())`` there is no public way for a
+clock to make the main task raise an exception of its choosing -- trio only offers
+cancellation, which would surface as a bare ``trio.Cancelled`` -- so the clock then just
+sleeps (no CPU) until something outside wakes trio, exactly as trio does with its real clock.
+
+Driving verbs
+-------------
+``virtualtime.settle/step/evolve/run_until/fast_forward`` (awaitable) and ``virtualtime.now/
+peek`` work on trio with the same meaning as on asyncio: called from a task of a run whose
+clock is a VirtualClock, they drive it (this module holds their trio halves).
 """
 
 import collections.abc as _abc
@@ -104,6 +129,13 @@ _WAIT_SLACK: typing.Final = 0.001
 
 _NOISE_ULPS: typing.Final = 8
 """A deadline this many float ulps above a tick is float noise, not a later instant."""
+
+_FINE_LIMIT: typing.Final = 2.0**18
+"""Below this many seconds (about three days) floats are fine enough that the float
+noise of a deadline stays below :data:`_FINE_NOISE` and the jump's fast path applies."""
+
+_FINE_NOISE: typing.Final = _NOISE_ULPS * math.ulp(_FINE_LIMIT) * _time.TICKS_PER_SECOND
+"""The largest float noise, in ticks, of a deadline below :data:`_FINE_LIMIT`."""
 
 _ROUND_MARGIN: typing.Final = 100
 """Where floats are coarser than a tick, a round decimal delay is believed only if it is this
@@ -618,7 +650,10 @@ class VirtualClock(trio.abc.Clock):
         if stat.S_ISSOCK(mode):
             detach = sock is None
             if sock is None:
-                sock = socket.socket(fileno=number)
+                try:
+                    sock = socket.socket(fileno=number)  # wraps the descriptor, no copy
+                except OSError:
+                    return _FD_OUTSIDE, None
             try:
                 return self._describe_socket(sock, wait.kind)
             finally:
@@ -818,11 +853,26 @@ class _ClockInstrument(trio.abc.Instrument):
         if clock._plan == _PLAN_POLL:
             # The fast path of every jump, inlined: jump unless the poll woke a task.
             clock._plan = _NO_PLAN
-            if not clock._scheduled:
-                try:
-                    clock._advance_to(clock._plan_deadline)
-                except BaseException as exc:  # pragma: no cover - a bug in the clock
-                    clock._failed(exc)
+            if clock._scheduled:
+                return
+            deadline = clock._plan_deadline
+            if deadline < _FINE_LIMIT:
+                # Floats finer than a tick: _ticks_until's carried rounding, inlined.
+                scaled = (deadline - clock._now) * _time.TICKS_PER_SECOND
+                exact = scaled + clock._residue
+                ticks = round(exact)
+                if ticks >= 1 and scaled > _FINE_NOISE:
+                    clock._residue = exact - ticks
+                    clock._ticks += ticks
+                    now = clock._ticks / _time.TICKS_PER_SECOND
+                    clock._now = now if now > deadline else deadline
+                    clock._jumps += 1
+                    clock._hold_since = None
+                    return
+            try:
+                clock._advance_to(deadline)
+            except BaseException as exc:  # pragma: no cover - a bug in the clock
+                clock._failed(exc)
             return
         try:
             clock._after_io_wait()
@@ -984,7 +1034,9 @@ def _ticks_until(deadline: float, now: float, residue: float) -> tuple[int, floa
       one is clearly rounder than chance would give; otherwise the float delay is all there
       is, and the carried remainder keeps its rounding unbiased.
 
-    A positive delay shorter than a tick still advances one tick: time never freezes.
+    A positive delay shorter than a tick still advances one tick (time never freezes), unless
+    it is float noise: two tasks' deadlines for one instant, spelled differently
+    (``0.1 + 0.2`` and ``0.3``), are the same instant.
     """
     delay = deadline - now
     scaled = delay * _time.TICKS_PER_SECOND
@@ -1001,10 +1053,12 @@ def _ticks_until(deadline: float, now: float, residue: float) -> tuple[int, floa
             roundest = _roundest(low, high)
             if roundest[1] >= _ROUND_MARGIN * (high - low + 1):
                 return roundest[0], residue
+    if scaled <= noise:
+        return 0, residue  # float noise between two spellings of one instant: no time passes
     exact = scaled + residue
     ticks = round(exact)
     if ticks < 1:
-        return 1, 0.0
+        return 1, max(exact - 1, -0.5)
     return ticks, exact - ticks
 
 
