@@ -162,11 +162,18 @@ _W_WRITE: typing.Final = 5  # trio.lowlevel.wait_writable
 
 _TO_THREAD_CODE: typing.Final = trio.to_thread.run_sync.__code__
 _WAIT_RESCHEDULED_CODE: typing.Final = trio.lowlevel.wait_task_rescheduled.__code__
+_W_INSIDE: typing.Final = 0  # a wait on trio alone (a sleep, an Event...): stop looking
 _MARKS: typing.Final[dict[types.CodeType, int]] = {
     trio.testing.wait_all_tasks_blocked.__code__: _W_IDLE,
     _TO_THREAD_CODE: _W_THREAD,
     trio.lowlevel.wait_readable.__code__: _W_READ,
     trio.lowlevel.wait_writable.__code__: _W_WRITE,
+    # Waits that never lead to I/O, a thread or an idle wait: the walk stops there (speed).
+    trio.sleep.__code__: _W_INSIDE,
+    trio.sleep_until.__code__: _W_INSIDE,
+    trio.sleep_forever.__code__: _W_INSIDE,
+    trio.Event.wait.__code__: _W_INSIDE,
+    trio.lowlevel.ParkingLot.park.__code__: _W_INSIDE,
 }
 
 # How a file descriptor a task waits on relates to the world outside this run.
@@ -233,6 +240,8 @@ def _classify(
         if kind is _coroutine:
             mark = _marks(coro.cr_code)
             if mark is not None:
+                if mark == _W_INSIDE:
+                    break
                 if mark == _W_IDLE:
                     return _Wait(_W_IDLE, in_thread_job)
                 if mark != _W_THREAD:
