@@ -174,6 +174,8 @@ _MARKS: typing.Final[dict[types.CodeType, int]] = {
     trio.sleep_forever.__code__: _W_INSIDE,
     trio.Event.wait.__code__: _W_INSIDE,
     trio.lowlevel.ParkingLot.park.__code__: _W_INSIDE,
+    trio.MemoryReceiveChannel.receive.__code__: _W_INSIDE,
+    trio.MemorySendChannel.send.__code__: _W_INSIDE,
 }
 
 # How a file descriptor a task waits on relates to the world outside this run.
