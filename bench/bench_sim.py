@@ -21,7 +21,7 @@ are interleaved round-robin, so machine noise hits them alike):
   dispatch is a loop wake-up.
 * ``vehicle`` -- a ``sim.Fleet`` of 100 vehicles doing round trips on a line for a
   simulated day (``step_size`` 10, speed 1), against SimPy with one process per vehicle
-  stepping the same way; µs per step.
+  planning the same steps on the same ``sim.Euclidean`` geometry; µs per step.
 
 The kit rows run on the virtual asyncio loop (the fast path) and, with ``(trio)``, on trio.
 """
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import math
 import os
 import platform
@@ -119,7 +120,7 @@ SHOP_SCALE = 10
 
 
 def shop_kit(scale: int, backend: str = "asyncio") -> Result:
-    import simpy_machine_shop as shop
+    shop: Any = importlib.import_module("simpy_machine_shop")
 
     def run() -> tuple[int, object]:
         random.seed(shop.RANDOM_SEED)
@@ -135,7 +136,7 @@ def shop_kit(scale: int, backend: str = "asyncio") -> Result:
 
 def shop_simpy(scale: int) -> Result:
     """SimPy's Machine Shop model (same constants and random draws as the port)."""
-    import simpy_machine_shop as shop
+    shop: Any = importlib.import_module("simpy_machine_shop")
 
     def run() -> tuple[int, object]:
         random.seed(shop.RANDOM_SEED)
@@ -290,26 +291,34 @@ def vehicle_kit(horizon: float, backend: str = "asyncio") -> Result:
 
 
 def vehicle_simpy(horizon: float) -> Result:
-    """One process per vehicle: plan a step of ``STEP`` at speed 1, sleep it, apply it."""
+    """One SimPy process per vehicle doing the same step planning on the same geometry.
+
+    Each step: ``distance`` to the target, a step of ``min(STEP, remaining)``, the point
+    that far along (``Euclidean.position_along``), sleep ``step / speed``, move there.
+    """
 
     def run() -> tuple[int, object]:
         env = simpy.Environment()
+        geometry = sim.Euclidean()
         trips = [0]
         distance = [0.0]
 
         def shuttle(k: int) -> Generator[Any, Any, None]:
-            x, y = 0.0, float(k)
+            here = (0.0, float(k))
             while True:
-                for target in (LINE, 0.0):
-                    while True:
-                        dx = target - x
-                        remaining = math.hypot(dx, 0.0)
-                        if remaining <= 1e-9:
-                            break
-                        step = min(STEP, remaining)
+                for target in ((LINE, float(k)), (0.0, float(k))):
+                    origin, done = here, 0.0
+                    length = geometry.distance(origin, target)
+                    while length - done > sim.ARRIVAL_TOLERANCE:
+                        step = (
+                            STEP if length - done - STEP > sim.ARRIVAL_TOLERANCE else length - done
+                        )
                         yield env.timeout(step / 1.0)
-                        x += dx / remaining * step
+                        done += step
+                        point = geometry.position_along(origin, target, done)
+                        here = target if point is None or done >= length else point
                         distance[0] += step
+                    here = target
                 trips[0] += 1
 
         for k in range(VEHICLES):

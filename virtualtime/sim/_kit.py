@@ -57,6 +57,7 @@ import sniffio
 
 from .._errors import DeadlockError, VirtualTimeError
 from .._time import check_delay, to_seconds, to_ticks
+from ._fast import set_result as _set_result
 from ._stats import Tally, TimeSeries
 
 __all__ = [
@@ -195,18 +196,6 @@ class _Waiter:
 
 
 Waiter = Any  # asyncio.Future[Any] | _Waiter
-
-
-try:
-    # The virtual loop resolves a future whose timer callback is this function directly, in
-    # timer order, saving a trip through the ready queue per sleep (the loop's own
-    # ``virtualtime.sleep`` uses it).  Any other asyncio loop just calls it.
-    from .._loop import set_result_unless_cancelled as _set_result
-except ImportError:  # pragma: no cover - the loop module was reorganised
-
-    def _set_result(future: asyncio.Future[Any], result: Any) -> None:
-        if not future.cancelled():
-            future.set_result(result)
 
 
 def _suspend_once(env: Simulation) -> Generator[Any, None, None]:

@@ -44,13 +44,14 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, Never, TypeAlias
+from typing import Final, Never, TypeAlias
 
 import anyio
-import sniffio
 
 from .._errors import VirtualTimeError
 from .._time import TICKS_PER_SECOND, check_delay, check_finite, delay_ticks, to_seconds, to_ticks
+from ._fast import asyncio_loop
+from ._fast import set_result as _set_result
 
 __all__ = ["PRIORITIES", "Event", "Timer"]
 
@@ -63,16 +64,6 @@ Action: TypeAlias = "Callable[[Event, Timer], object]"
 """``action(event, timer)``: sync or async; returning exactly ``False`` ends the event."""
 
 _sequence = itertools.count()
-
-try:
-    # The virtual loop resolves a future whose timer callback is this function directly, in
-    # timer order (one trip through the ready queue less per sleep).
-    from .._loop import set_result_unless_cancelled as _set_result
-except ImportError:  # pragma: no cover - the loop module was reorganised
-
-    def _set_result(future: asyncio.Future[Any], result: Any) -> None:
-        if not future.cancelled():
-            future.set_result(result)
 
 
 def _hint(word: str, choices: Iterable[str]) -> str:
@@ -483,9 +474,7 @@ class Timer:
         """
         limit = self._check_run(until)
         self._running = True
-        loop: asyncio.AbstractEventLoop | None = None
-        if sniffio.current_async_library() == "asyncio":
-            loop = asyncio.get_running_loop()  # the fast path: a future and a loop timer
+        loop = asyncio_loop()  # on asyncio, the fast path: a future and a loop timer
         clock = loop.time if loop is not None else anyio.current_time
         try:
             while True:
