@@ -286,6 +286,7 @@ class Simulation:
         self._last = 0.0
         self._token: Any = None
         self._entered = False
+        self._started = 0.0
         self._unstarted = 0  # order="simpy" on asyncio: processes started but not yet run
 
     @property
@@ -322,6 +323,7 @@ class Simulation:
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
             self._clock = anyio.current_time
+        self._started = self._clock()
         self._token = _SIM.set(self)
         return self
 
@@ -1139,7 +1141,7 @@ class Resource:
     def _bind(self) -> Simulation:
         env = _bind(self, self._env)
         if self._stats is None:
-            self._stats = ResourceStats(env._now, self._capacity, env._clock())
+            self._stats = ResourceStats(env._now, self._capacity, env._started)
         return env
 
     def request(self, priority: int = 0, preempt: bool = True) -> Request:
@@ -1363,7 +1365,7 @@ class _Buffer:
     def _bind(self) -> Simulation:
         env = _bind(self, self._env)
         if self._stats is None:
-            self._stats = BufferStats(env._now, self._size(), env._clock())
+            self._stats = BufferStats(env._now, self._size(), env._started)
         return env
 
     def _env_now(self) -> Simulation:
@@ -1799,7 +1801,26 @@ async def _all_of(*awaitables: Awaitable[Any]) -> list[Any]:
     return [waiter.result() for waiter in waiters]
 
 
+def _completed_now(aw: object) -> bool:
+    """A kit operand that has already completed (its value is there without waiting)."""
+    if isinstance(aw, _Op):
+        return aw._state == _DONE
+    if isinstance(aw, Signal | Process):
+        return aw._state != _PENDING
+    return False
+
+
 async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple[Any, Any]:
+    # Operands complete already win in argument order, as on asyncio (trio would otherwise
+    # pick among their tasks at random).
+    for aw in awaitables:
+        if _completed_now(aw):
+            for other in awaitables:
+                if other is not aw and isinstance(other, _Op):
+                    other._abandon()
+            if isinstance(aw, Request):
+                return aw, aw
+            return aw, aw._value if isinstance(aw, _Op) else aw.value
     outer = _Waiter()
 
     async def one(index: int, aw: Any) -> None:
@@ -1816,13 +1837,20 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
             return
         outer.set_result((index, value))
 
+    result: Any = None
+    failure: BaseException | None = None
     async with anyio.create_task_group() as group:
         for index, aw in enumerate(awaitables):
             group.start_soon(one, index, aw)
         try:
-            index, value = await _Await(env, outer, _NOTHING)
+            result = await _Await(env, outer, _NOTHING)
+        except Exception as exc:  # raised outside the group, which would wrap it
+            failure = exc
         finally:
             group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    index, value = result
     return awaitables[index], value
 
 
@@ -1843,13 +1871,18 @@ async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[An
         if not remaining[0] and not outer.done():
             outer.set_result(None)
 
+    failure: BaseException | None = None
     async with anyio.create_task_group() as group:
         for index, aw in enumerate(awaitables):
             group.start_soon(one, index, aw)
         try:
             await _Await(env, outer, _NOTHING)
+        except Exception as exc:  # raised outside the group, which would wrap it
+            failure = exc
         finally:
             group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
     return values
 
 
