@@ -304,7 +304,7 @@ def vehicle_simpy(horizon: float) -> Result:
         distance = [0.0]
 
         def shuttle(k: int) -> Generator[Any, Any, None]:
-            here = (0.0, float(k))
+            here: tuple[float, ...] = (0.0, float(k))
             while True:
                 for target in ((LINE, float(k)), (0.0, float(k))):
                     origin, done = here, 0.0

@@ -433,3 +433,32 @@ def test_simulation_as_a_context_manager_inside_anyio_code(run: Any) -> None:
         return env.now, anyio.current_time(), busy
 
     assert run(main) == (5.0, 5.0, 1)
+
+
+def test_cancelling_one_process_takes_its_request_back_and_tells_its_waiters(
+    backend: str,
+) -> None:
+    seen: list[str] = []
+
+    async def user(counter: sim.Resource) -> None:
+        try:
+            async with counter.request():
+                await sim.sleep(100)
+        except sim.Interrupt:
+            seen.append("interrupt")
+        except BaseException:
+            seen.append("cancelled")
+            raise
+
+    async def main() -> tuple[Any, ...]:
+        counter = sim.Resource(1)
+        proc = sim.start(user(counter))
+        await sim.sleep(1)
+        busy = counter.count
+        proc.cancel()
+        with pytest.raises(virtualtime.VirtualTimeError, match="cancelled"):
+            await proc
+        return busy, counter.count, proc.is_alive, sim.now()
+
+    assert sim.simulate(main, backend=backend) == (1, 0, False, 1.0)
+    assert seen == ["cancelled"]

@@ -172,7 +172,7 @@ def _time_batches(
 
 @pytest.mark.parametrize(("servers", "arrival"), [(1, 0.7), (3, 2.4)], ids=["M/M/1", "M/M/3"])
 def test_long_runs_agree_with_queueing_theory(backend: str, servers: int, arrival: float) -> None:
-    customers = 30_000 if backend == "asyncio" else 8_000
+    customers = 20_000 if backend == "asyncio" else 5_000
     counter = _mmc(backend, servers, arrival, 1.0, customers, seed=11)
     stats = counter.stats
     end = stats.users.now

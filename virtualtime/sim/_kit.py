@@ -373,7 +373,7 @@ class Simulation:
                 self._unstarted += 1
                 task.add_done_callback(proc._never_ran)
         else:
-            self._group.start_soon(proc._body, name=proc._name)
+            self._group.start_soon(proc._body_anyio, name=proc._name)
         return proc
 
     def _ended(self, proc: Process[Any]) -> None:
@@ -525,6 +525,7 @@ class Process(_Abandonable, Generic[T]):
         "_joiners",
         "_name",
         "_pending",
+        "_scope",
         "_state",
         "_target",
         "_task",
@@ -544,6 +545,7 @@ class Process(_Abandonable, Generic[T]):
         self._pending: deque[Interrupt] = deque()
         self._target: Waiter | None = None
         self._task: asyncio.Task[Any] | None = None
+        self._scope: anyio.CancelScope | None = None
 
     @property
     def name(self) -> str:
@@ -595,6 +597,14 @@ class Process(_Abandonable, Generic[T]):
             return
         self._finish(value, None, cancelled=False)
 
+    async def _body_anyio(self) -> None:
+        """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            await self._body()
+        if scope.cancelled_caught and self._state == _PENDING:
+            self._finish(None, None, cancelled=True)
+
     def _finish(self, value: Any, exc: BaseException | None, *, cancelled: bool) -> bool:
         """Record the end; wake the joiners.  True if someone received the exception."""
         self._state = _DONE
@@ -634,16 +644,17 @@ class Process(_Abandonable, Generic[T]):
             self._pending.append(exc)
 
     def cancel(self) -> None:
-        """Cancel the process (not an interrupt: it cannot catch this and carry on)."""
+        """Cancel the process: its kit waits are taken back and it ends without a value.
+
+        Not an interrupt: the process should not catch this and carry on.  Anyone awaiting
+        it gets a :class:`~virtualtime.VirtualTimeError` saying it was cancelled.
+        """
         if self._state != _PENDING:
             return
         if self._task is not None:
             self._task.cancel()
-        else:
-            raise VirtualTimeError(
-                "on trio a single process cannot be cancelled from outside; run it in its "
-                "own anyio task group, or interrupt it"
-            )
+        elif self._scope is not None:
+            self._scope.cancel()
 
     def _begin(self) -> Waiter:
         waiter = self._env._new_waiter()
