@@ -47,7 +47,7 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -698,8 +698,12 @@ class _Unjoin(_Abandonable):
 
 
 def now() -> float:
-    """The current simulation's time."""
-    return _current("sim.now()").now
+    """The current simulation's time (after the run: the instant it ended)."""
+    env = _SIM.get(None)
+    if env is None:
+        return _current("sim.now()").now
+    final = env._final
+    return env._clock() if final is None else final
 
 
 def start(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> Process[T]:
@@ -757,11 +761,13 @@ class _Sleep(_Abandonable):
                 raise proc._pending.popleft()
             proc._target = future
         try:
-            yield from future
+            yield from future  # only the timer gives it a result; an interrupt an exception
             while env._unstarted:
                 yield  # SimPy's order: processes started at this instant run first
-        finally:
+        except BaseException:
             handle.cancel()
+            raise
+        finally:
             if proc is not None:
                 proc._target = None
 
@@ -1958,7 +1964,3 @@ def simulate(
         return None
     result: T = proc._value
     return result
-
-
-def _iter_processes(env: Simulation) -> Iterable[Process[Any]]:  # pragma: no cover - debug aid
-    return iter(env._live)

@@ -707,11 +707,15 @@ class Vehicle(Generic[P]):
             distance = (
                 self._step_size if remaining - self._step_size > ARRIVAL_TOLERANCE else remaining
             )
-        self._busy = True
-        try:
-            velocity = self._velocity_now()
-        finally:
-            self._busy = False
+        setting = self._velocity
+        if type(setting) is float:  # a fixed speed, checked when it was set
+            velocity = setting
+        else:
+            self._busy = True
+            try:
+                velocity = self._velocity_now()
+            finally:
+                self._busy = False
         done_after = leg.done + distance
         target: P | None
         if (
@@ -796,10 +800,15 @@ class Vehicle(Generic[P]):
                         self._sleep_future = future
                         try:
                             await future
-                        finally:
+                        except BaseException:
                             handle.cancel()
                             if self._sleep_future is future:
                                 self._sleep_future = None
+                            raise
+                        if self._sleep_future is future:
+                            self._sleep_future = None  # the timer fired: nothing to cancel
+                        else:
+                            handle.cancel()  # woken early by _stop_driver
                     if self._driver is not token or self._step is not step:
                         return
                     self._step_ended(step)
