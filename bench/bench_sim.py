@@ -10,7 +10,9 @@ What is measured (CPU time of the run, median of ``--repeats``; the systems of o
 are interleaved round-robin, so machine noise hits them alike):
 
 * ``mm1`` -- M/M/1 (arrival rate 0.9, service rate 1) for N customers with
-  ``sim.Resource``, against the same model in SimPy; µs per customer.
+  ``sim.Resource``, against the same model in SimPy; µs per customer.  A reference row runs
+  the model as plain asyncio (``Lock``, ``asyncio.sleep``) on the same virtual loop: the
+  floor the loop sets, against which the kit's own overhead reads.
 * ``shop`` -- the Machine Shop example at 10x its simulated time (40 weeks), the kit's port
   (examples/simpy_machine_shop.py) against SimPy's model of it; the parts counts are
   compared, so the two runs are checked to be the same simulation.
@@ -84,6 +86,41 @@ def mm1_kit(n: int, backend: str = "asyncio") -> Result:
                 await sim.sleep(rng.expovariate(ARRIVAL))
 
         sim.simulate(source, backend=backend)
+        return n, done[0]
+
+    return _cpu(run)
+
+
+def mm1_plain_asyncio(n: int) -> Result:
+    """The same model as plain asyncio on the virtual loop: tasks, ``Lock``, ``sleep``.
+
+    Not a target: the floor the loop itself sets, to read the kit's own overhead against.
+    """
+    import asyncio
+
+    import virtualtime
+
+    def run() -> tuple[int, object]:
+        rng = random.Random(1)
+        done = [0]
+
+        async def customer(lock: asyncio.Lock, service: float) -> None:
+            async with lock:
+                await asyncio.sleep(service)
+            done[0] += 1
+
+        async def source() -> None:
+            lock = asyncio.Lock()
+            tasks = set()
+            for _ in range(n):
+                task = asyncio.ensure_future(customer(lock, rng.expovariate(SERVICE)))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                await asyncio.sleep(rng.expovariate(ARRIVAL))
+            while tasks:
+                await asyncio.wait(set(tasks))
+
+        virtualtime.run(source())
         return n, done[0]
 
     return _cpu(run)
@@ -361,6 +398,13 @@ def build(args: argparse.Namespace) -> list[Row]:
         rows += [
             Row(label, "SimPy", "customer", lambda: mm1_simpy(n)),
             Row(label, "kit, asyncio", "customer", lambda: mm1_kit(n), "SimPy", 2.0),
+            Row(
+                label,
+                "plain asyncio Lock (floor)",
+                "customer",
+                lambda: mm1_plain_asyncio(n),
+                "SimPy",
+            ),
             Row(label, "kit, trio", "customer", lambda: mm1_kit(n, "trio"), "SimPy"),
         ]
     if "shop" in want:
@@ -451,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print()
     for name in workloads:
-        aio = [r for r in rows if r.workload == name and r.system.endswith("asyncio")]
+        aio = [r for r in rows if r.workload == name and r.system.endswith(", asyncio")]
         tri = [r for r in rows if r.workload == name and r.system.endswith("trio")]
         if aio and tri:
             ratio = tri[0].per_unit_us() / aio[0].per_unit_us()

@@ -214,7 +214,7 @@ def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, N
     if proc is not None:
         if proc._pending:
             op._abandon()
-            raise proc._pending.popleft()
+            raise proc._pending.pop(0)
         proc._target = waiter
     try:
         if env._simpy and waiter.done():
@@ -541,8 +541,8 @@ class Process(_Abandonable, Generic[T]):
         self._state = _PENDING
         self._value: Any = None
         self._exc: BaseException | None = None
-        self._joiners: list[Waiter] = []
-        self._pending: deque[Interrupt] = deque()
+        self._joiners: list[Waiter] | None = None  # made when somebody waits
+        self._pending: list[Interrupt] | None = None  # made when an interrupt must wait
         self._target: Waiter | None = None
         self._task: asyncio.Task[Any] | None = None
         self._scope: anyio.CancelScope | None = None
@@ -576,7 +576,8 @@ class Process(_Abandonable, Generic[T]):
 
     async def _body(self) -> None:
         env = self._env
-        _SIM.set(env)
+        if _SIM.get(None) is not env:
+            _SIM.set(env)
         _PROC.set(self)
         coro = self._coro
         assert coro is not None
@@ -611,7 +612,7 @@ class Process(_Abandonable, Generic[T]):
         self._value = value
         self._exc = None if cancelled else exc
         self._env._ended(self)
-        joiners, self._joiners = self._joiners, []
+        joiners, self._joiners = self._joiners or (), None
         told = False
         for waiter in joiners:
             if waiter.done():
@@ -627,6 +628,11 @@ class Process(_Abandonable, Generic[T]):
             told = True
         return told
 
+    def _join(self, waiter: Waiter) -> None:
+        if self._joiners is None:
+            self._joiners = []
+        self._joiners.append(waiter)
+
     def interrupt(self, cause: object = None) -> None:
         """Raise :class:`Interrupt` ``(cause)`` inside this process at its current kit await.
 
@@ -641,6 +647,8 @@ class Process(_Abandonable, Generic[T]):
         if target is not None and not target.done():
             target.set_exception(exc)
         else:
+            if self._pending is None:
+                self._pending = []
             self._pending.append(exc)
 
     def cancel(self) -> None:
@@ -664,7 +672,7 @@ class Process(_Abandonable, Generic[T]):
             else:
                 waiter.set_result(self._value)
         else:
-            self._joiners.append(waiter)
+            self._join(waiter)
         return waiter
 
     def __await__(self) -> Generator[Any, None, T]:
@@ -673,7 +681,7 @@ class Process(_Abandonable, Generic[T]):
                 yield from _suspend_once(self._env)
             return self.value
         waiter = self._env._new_waiter()
-        self._joiners.append(waiter)
+        self._join(waiter)
         result: T = yield from _wait(self._env, waiter, _Unjoin(self, waiter))
         return result
 
@@ -690,8 +698,9 @@ class _Unjoin(_Abandonable):
         self._waiter = waiter
 
     def _abandon(self) -> None:
-        with contextlib.suppress(ValueError):
-            self._proc._joiners.remove(self._waiter)
+        joiners = self._proc._joiners
+        if joiners is not None and self._waiter in joiners:
+            joiners.remove(self._waiter)
 
 
 # --------------------------------------------------------------------------- module functions
@@ -758,7 +767,7 @@ class _Sleep(_Abandonable):
         if proc is not None:
             if proc._pending:
                 handle.cancel()
-                raise proc._pending.popleft()
+                raise proc._pending.pop(0)
             proc._target = future
         try:
             yield from future  # only the timer gives it a result; an interrupt an exception
@@ -780,7 +789,7 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
     waiter = _Waiter()
     if proc is not None:
         if proc._pending:
-            raise proc._pending.popleft()
+            raise proc._pending.pop(0)
         proc._target = waiter
     try:
         with anyio.move_on_after(delay):
@@ -947,7 +956,7 @@ class _Op(_Abandonable):
             proc = _PROC.get()
             if proc is not None and proc._pending:
                 self._abandon()
-                raise proc._pending.popleft()
+                raise proc._pending.pop(0)
             return self._value
         if state == _OVER:
             raise self._gone()
@@ -1172,7 +1181,7 @@ class Resource:
         req = Request(self, env, priority, preempt)
         users = self._users
         if len(users) < self._capacity or (self._preemptive and preempt and self._preempt(req)):
-            self._grant(req)
+            self._grant(req, req._time)
         else:
             queue = self._queue
             if self._prioritised:
@@ -1181,7 +1190,7 @@ class Resource:
                 queue.append(req)
             stats = self._stats
             assert stats is not None
-            stats.queue_length.record(len(queue))
+            stats.queue_length._record_at(req._time, len(queue))
         return req
 
     def _preempt(self, req: Request) -> bool:
@@ -1201,23 +1210,23 @@ class Resource:
             proc.interrupt(Preempted(by=req._process, usage_since=since, resource=self))
         return True
 
-    def _grant(self, req: Request) -> None:
+    def _grant(self, req: Request, now: float) -> None:
         stats = self._stats
         assert stats is not None
-        users = stats.users
-        now = users._clock()
         req.usage_since = now
-        self._users.append(req)
-        users.record(len(self._users))
+        users = self._users
+        users.append(req)
+        stats.users._record_at(now, len(users))
         stats.waits.add(now, now - req._time)
         req._complete(req)
 
     def _release(self, req: Request) -> None:
         req._state = _OVER
-        self._users.remove(req)
+        users = self._users
+        users.remove(req)
         stats = self._stats
         assert stats is not None
-        stats.users.record(len(self._users))
+        stats.users._record_at(req._env._clock(), len(users))
         if self._queue:
             req._env._soon(self._dispatch)
 
@@ -1238,15 +1247,15 @@ class Resource:
             return
         users = self._users
         capacity = self._capacity
-        served = False
+        if len(users) >= capacity:
+            return
+        stats = self._stats
+        assert stats is not None
+        now = stats.users._clock()
         while queue and len(users) < capacity:
             req = queue.pop(0) if self._prioritised else queue.popleft()
-            self._grant(req)
-            served = True
-        if served:
-            stats = self._stats
-            assert stats is not None
-            stats.queue_length.record(len(queue))
+            self._grant(req, now)
+        stats.queue_length._record_at(now, len(queue))
 
     def __repr__(self) -> str:
         label = f" {self.name}" if self.name else ""

@@ -65,7 +65,9 @@ class TimeSeries:
 
     def record(self, value: float) -> None:
         """The level is ``value`` from now on."""
-        now = self._clock()
+        self._record_at(self._clock(), value)
+
+    def _record_at(self, now: float, value: float) -> None:
         times = self._times
         if times[-1] == now:
             self._values[-1] = value
