@@ -462,3 +462,61 @@ def test_cancelling_one_process_takes_its_request_back_and_tells_its_waiters(
 
     assert sim.simulate(main, backend=backend) == (1, 0, False, 1.0)
     assert seen == ["cancelled"]
+
+
+def test_until_means_the_same_in_simulate_run_until_and_the_cli(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "ticks.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            from virtualtime import sim
+
+            async def ticks():
+                while True:
+                    await sim.sleep(5)
+                    print(sim.now(), flush=True)
+
+            sim.simulate(ticks)
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "virtualtime", "run", "--quiet", "--until", "10", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3, result.stderr  # stopped by --until
+    assert result.stdout.split() == ["5.0", "10.0"]
+
+    printed: list[float] = []
+
+    async def ticks() -> None:
+        while True:
+            await sim.sleep(5)
+            printed.append(sim.now())
+
+    sim.simulate(ticks, until=10)
+    assert printed == [5.0, 10.0]
+
+    seen: list[float] = []
+
+    async def driver() -> None:
+        async with sim.Simulation() as env:
+
+            async def tick() -> None:
+                while True:
+                    await sim.sleep(5)
+                    seen.append(sim.now())
+
+            env.start(tick())
+            await virtualtime.run_until(10)  # the loop's verb, from inside
+            seen.append(-1.0)
+
+    virtualtime.anyio_run(driver)
+    assert seen == [5.0, 10.0, -1.0]
