@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import math
 import shutil
 import signal
 import socket
@@ -624,6 +625,34 @@ def test_a_listening_server_nobody_connects_to_is_a_deadlock() -> None:
     assert "listening socket 127.0.0.1:" in message
     assert "(nobody outside is connected)" in message
     assert "main()" in message
+
+
+def test_a_server_waiting_for_outside_clients_runs_with_deadlock_timeout_inf() -> None:
+    async def main() -> tuple[bytes, float]:
+        got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            got.set_result(await reader.readline())
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+
+        def client() -> None:
+            time.sleep(0.4)  # real-time: a client from outside comes late
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(b"hi\n")
+                sock.recv(1)
+
+        threads.append(threading.Thread(target=client))
+        threads[0].start()
+        async with server:
+            line = await got
+        return line, now()
+
+    threads: list[threading.Thread] = []
+    assert virtualtime.run(main(), deadlock_timeout=math.inf) == (b"hi\n", 0.0)
+    threads[0].join()
 
 
 def test_a_deadlock_after_the_last_child_ended_is_reported() -> None:

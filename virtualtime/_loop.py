@@ -11,28 +11,29 @@ timer heap of ``(tick, priority, sequence, handle)`` tuples -- compared in C, an
 ordered: same instant, then smaller priority, then first-scheduled first -- and, whenever
 nothing is ready to run, chooses between three things:
 
-1. **Wait for the outside world, in real time.**  While a job runs in an executor thread
-   (``run_in_executor``, ``asyncio.to_thread``, anyio's ``to_thread.run_sync``), or the
-   default executor is shutting down, virtual time stands still and the loop blocks on its
-   selector until the thread reports back.  A thread's answer can therefore never lose a race
-   against a virtual timeout.
+1. **Wait for the outside world, in real time.**  While *outside work* is pending -- a thread
+   job, a child process something waits for, a request to a peer outside the loop that has
+   not been answered, a TLS handshake, a pending real alarm (the full model, and what does
+   *not* count, is in :mod:`virtualtime._outside`) -- virtual time may not overtake it: the
+   clock stands still, and a timer fires only once as much real time has passed as its
+   virtual delay.  A real answer therefore never loses to a virtual timeout, and a peer that
+   never answers still times out, after about as much real time as the timeout says.
 
-2. **Move time.**  In *autojump* mode (the default) time jumps straight to the next timer.
-   Before jumping the loop polls its selector once (without blocking), so bytes that already
-   reached the kernel are delivered first.  With ``autojump_threshold > 0`` it instead waits
-   that many real seconds of quiet before each jump, which lets a real server in another
-   process or thread answer before a virtual timeout fires -- at the cost of that real wait
-   on every jump.  In *manual* mode time moves only when a driving verb asks
-   (:meth:`VirtualEventLoop.evolve` and friends, or ``await virtualtime.evolve()``).  In *rate*
-   mode (``rate > 0``) the loop waits in real time until each timer is due at ``rate`` times
-   real speed, then sets the clock to exactly that timer's instant: paced, but just as exact
-   and repeatable as autojump.
+2. **Move time.**  With no outside work, in *autojump* mode (the default) time jumps straight
+   to the next timer, after one non-blocking poll so that bytes already in the kernel are
+   delivered first.  ``autojump_threshold > 0`` additionally waits that many real seconds of
+   quiet before every jump, for outside work the model cannot see (a plain thread that will
+   call ``call_soon_threadsafe`` later).  In *manual* mode time moves only when a driving verb
+   asks (:meth:`VirtualEventLoop.evolve` and friends, or ``await virtualtime.evolve()``).  In
+   *rate* mode (``rate > 0``) the loop waits in real time until each timer is due at ``rate``
+   times real speed, then sets the clock to exactly that timer's instant.
 
-3. **Declare a deadlock.**  If nothing is ready, no timer can fire, nothing outside can wake
-   the loop (no executor job, no registered file descriptor), and the loop is running a
-   future to completion, it waits ``deadlock_timeout`` real seconds for another thread to call
-   ``call_soon_threadsafe`` and then raises :class:`~virtualtime.DeadlockError` naming every
-   blocked task and where it is suspended -- instead of hanging.
+3. **Declare a deadlock.**  If nothing is ready, no timer can fire, no outside work is pending
+   and nothing outside keeps the loop alive (an idle connection to an outside peer, a running
+   child, a pipe, a signal handler), and the loop is running a future to completion, it waits
+   ``deadlock_timeout`` real seconds for another thread to call ``call_soon_threadsafe`` and
+   then raises :class:`~virtualtime.DeadlockError` naming every blocked task, where it is
+   suspended, and what is still registered outside -- instead of hanging.
 
 Driving verbs are "drives": a target instant with somebody waiting for it.  A drive behaves like
 a timer that fires only once the loop is idle at its instant, so ``evolve(dt)`` fires every
@@ -248,11 +249,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         :meth:`run_until` and :meth:`fast_forward` -- from outside the loop, or with
         ``await virtualtime.evolve(...)`` and friends from a task inside it.  Settable.
     ``autojump_threshold`` (0.0)
-        Real seconds the loop must be quiet before each jump.  0 jumps at once (after one
-        non-blocking poll, so bytes already received are never lost to a jump) and is right
-        for code whose I/O is all local and immediate.  Raise it (0.1--0.5) when a real peer
-        in another thread or process needs real time to answer before a virtual timeout may
-        fire: every jump then costs that much real time.
+        Real seconds the loop must be quiet before each jump.  0 (after one non-blocking poll)
+        is right almost always: threads, children, outside peers and alarms are already waited
+        for by the outside-work model.  Raise it (0.05--0.5) only for outside work the model
+        cannot see -- a plain ``threading.Thread`` that calls ``call_soon_threadsafe`` after a
+        while, a Unix socket or pipe to another process -- knowing that every jump then costs
+        that much real time.
     ``rate`` (0.0)
         0 is pure virtual time.  ``r > 0`` paces the loop at ``r`` times real time
         (``rate=1`` is real time, ``rate=100`` a hundred times faster): before each timer
@@ -265,11 +267,16 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         (for traces, plots and determinism checks).  None costs nothing.
     ``deadlock_timeout`` (0.25)
         Real seconds to wait, when nothing at all can happen, for another thread to wake the
-        loop before raising :class:`~virtualtime.DeadlockError`.
+        loop before raising :class:`~virtualtime.DeadlockError`.  ``math.inf`` never declares
+        a deadlock: for a server whose only hope is a client from outside, since a listening
+        socket nobody is connected to does not count as something that can happen (see
+        :mod:`virtualtime._outside`).
     ``patch_time`` (False) and ``wall_start`` (None)
         With ``patch_time=True``, while this loop runs, ``time.monotonic()``,
         ``time.perf_counter()``, ``time.time()``, ``datetime.datetime.now()`` and friends follow
-        virtual time in the loop's thread (other threads keep real clocks).  ``wall_start`` is
+        virtual time in the loop's thread, however a library bound them (threads that existed
+        before the run and executor workers keep real clocks; a thread the loop's thread starts
+        during the run shares its clock until the run ends).  ``wall_start`` is
         the wall-clock epoch of virtual time ``start`` (a POSIX timestamp, or a datetime --
         a naive one is read as local time, like ``datetime.timestamp()``; default: the real
         time when the loop is created).  See
@@ -685,9 +692,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and self._vt_world.quiet()
         ):
             # Pure virtual time and nothing at all outside: the decision _vt_idle would make
-            # (jump to the head), without its general bookkeeping.
-            if heap[0][0] > self._vt_ticks:
-                self._vt_set_ticks(heap[0][0])
+            # (jump to the head), without its general bookkeeping; _vt_set_ticks, inlined.
+            head = heap[0][0]
+            if head > self._vt_ticks:
+                self._vt_ticks = head
+                seconds = head / TICKS_PER_SECOND
+                if seconds > self._vt_now:
+                    self._vt_now = seconds
+                self._vt_instant_count = 0
         else:
             self._vt_idle()
 
@@ -823,8 +835,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if self._vt_threshold > 0:
                 if self._vt_poll(self._vt_threshold):
                     return
-            elif self._vt_selector.registered > 1 and self._vt_poll(0):
-                return
+            elif (self._vt_selector.registered > 1 or self._vt_signals) and self._vt_poll(0):
+                return  # bytes already in the kernel, or a signal, come before any jump
             self._vt_set_ticks(target)
             if self._vt_paced:
                 self._vt_anchor.rebase(self._vt_now)
@@ -843,7 +855,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_wait_or_deadlock(self) -> None:
         """No timer may fire and no outside work is pending: wait, or report a deadlock."""
         world = self._vt_world
-        if self._vt_target is None or world.keeps_alive():
+        if self._vt_target is None or self._vt_deadlock_timeout == math.inf or world.keeps_alive():
             # Running forever on purpose (waiting for stop()), or something outside may still
             # speak by itself (an idle connection, a child, a signal): wait, using no CPU.
             self._vt_poll(_MAX_REAL_WAIT)
@@ -1085,7 +1097,12 @@ def _validated(
     threshold = check_delay("autojump_threshold", autojump_threshold)
     rate_value = check_rate("rate", rate)
     kept = _check_history(history)
-    deadlock = check_delay("deadlock_timeout", deadlock_timeout)
+    # math.inf: never declare a deadlock (a server waiting for clients from outside).
+    deadlock = (
+        math.inf
+        if isinstance(deadlock_timeout, float) and deadlock_timeout == math.inf
+        else check_delay("deadlock_timeout", deadlock_timeout)
+    )
     if isinstance(max_rounds_per_instant, bool) or not isinstance(max_rounds_per_instant, int):
         raise TypeError(f"max_rounds_per_instant must be an int, got {max_rounds_per_instant!r}")
     if max_rounds_per_instant < 1:

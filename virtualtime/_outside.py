@@ -87,6 +87,9 @@ _RECHECK_MAX: Final = 0.05
 
 _real_monotonic: Final = _time_module.monotonic
 _active_threads: Final = threading.active_count
+# Read on every round of the fast path: the length of threading's own table of running
+# threads costs a tenth of active_count(), which takes a lock.
+_thread_table_size: Final = threading._active.__len__  # type: ignore[attr-defined]
 _modules: Final = sys.modules
 _ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
 _FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
@@ -168,9 +171,10 @@ def _work_item_future(frame: FrameType | None) -> concurrent.futures.Future[Any]
     while frame is not None:
         code = frame.f_code
         if code.co_name == "run" and code.co_filename.endswith(_FUTURES_THREAD):
-            item = _frame_self(frame)
-            future = getattr(item, "future", None)
-            return future if isinstance(future, concurrent.futures.Future) else None
+            # _WorkItem.run (3.14+ also has a WorkerContext.run, which holds no future).
+            future = getattr(_frame_self(frame), "future", None)
+            if isinstance(future, concurrent.futures.Future):
+                return future
         frame = frame.f_back
     return None
 
@@ -272,12 +276,12 @@ class OutsideWork:
     def quiet(self) -> bool:
         """Is there nothing at all outside the loop?  (The loop's fast path asks this.)"""
         return (
-            not self.jobs
+            self._selector.registered <= 1
+            and not self.jobs
             and not self.holds
-            and self._selector.registered <= 1
             and not self.signals
             and not self.children
-            and _active_threads() == 1
+            and _thread_table_size() == 1
         )
 
     def threads_busy(self) -> bool:
@@ -289,7 +293,7 @@ class OutsideWork:
             if len(self.jobs) > len(self.job_threads):
                 return True  # submitted and not started yet, or finishing
             idents.extend(self.job_threads)
-        if _active_threads() > 1:
+        if _thread_table_size() > 1:
             idents.extend(self._other_worker_threads(idents))
         if not idents:
             return False
@@ -351,7 +355,7 @@ class OutsideWork:
         """Running children; finished ones are forgotten."""
         running = []
         for child in list(self.children):
-            if _child_running(child):
+            if _child_live(child):
                 running.append(child)
             else:
                 self.children.discard(child)
@@ -374,7 +378,9 @@ class OutsideWork:
                 socket.SOCK_STREAM
             ):
                 if sock.family == getattr(socket, "AF_UNIX", None):
-                    return _Socket("other", f"unix socket {fd}")
+                    # No TCP_INFO and no cheap way to see the peer: a Unix socket counts as
+                    # outside work only while a writer waits on it or TLS is mid-handshake.
+                    return _Socket("unix", f"unix socket {fd}")
                 return _Socket("other", f"socket {fd}")
             try:
                 local = sock.getsockname()
@@ -487,6 +493,13 @@ class OutsideWork:
             kind = entry.kind
             if kind in ("listening", "other"):
                 continue
+            if kind == "unix":
+                key = self._selector.get_map().get(fd)
+                if self._tls_pending(fd) or (
+                    key is not None and key.events & selectors.EVENT_WRITE
+                ):
+                    return float("inf")
+                continue
             key = self._selector.get_map().get(fd)
             if kind == "connecting":
                 return _RECHECK_MAX
@@ -574,7 +587,7 @@ class OutsideWork:
         """With nothing pending, could something outside still wake the loop by itself?"""
         if self.signals or self.children_running():
             return True
-        return any(entry.kind in ("outside", "other") for _, entry in self._sockets_now())
+        return any(entry.kind in ("outside", "other", "unix") for _, entry in self._sockets_now())
 
     def describe(self) -> list[str]:
         """What outside work is registered, for a deadlock report."""
@@ -594,17 +607,44 @@ class OutsideWork:
         return lines
 
 
-def _child_running(transport: Any) -> bool:
+def _child_live(transport: Any) -> bool:
+    """Still running, or its output is still being read (a grandchild may hold the pipe)."""
+    if _child_running(transport):
+        return True
     try:
-        return not transport.is_closing() and transport.get_returncode() is None
+        return not transport.is_closing() and _reader_waiting(transport)
+    except Exception:  # a transport torn down under us
+        return False
+
+
+def _reader_waiting(transport: Any) -> bool:
+    protocol = getattr(transport, "_protocol", None)
+    for reader in (getattr(protocol, "stdout", None), getattr(protocol, "stderr", None)):
+        # asyncio-private: a StreamReader's _waiter is set while a task awaits data.
+        if (
+            reader is not None
+            and getattr(reader, "_waiter", None) is not None
+            and not (reader.at_eof())
+        ):
+            return True
+    return False
+
+
+def _child_running(transport: Any) -> bool:
+    # Until the child has been reaped it may still exit (or answer): a transport already
+    # closed -- close() kills the child -- still waits for that exit.
+    try:
+        return transport.get_pid() is not None and transport.get_returncode() is None
     except Exception:  # a transport torn down under us
         return False
 
 
 def _child_awaited(transport: Any) -> bool:
     """A running child whose exit or output a task waits for."""
-    if not _child_running(transport):
+    if not _child_live(transport):
         return False
+    if not _child_running(transport):
+        return True  # exited, but a task still reads what its pipe holds
     # asyncio-private: base_subprocess.BaseSubprocessTransport keeps proc.wait()'s futures in
     # _exit_waiters; the streams protocol keeps its readers as .stdout/.stderr, and a
     # StreamReader's _waiter is set while a task awaits data.
@@ -613,6 +653,11 @@ def _child_awaited(transport: Any) -> bool:
     protocol = getattr(transport, "_protocol", None)
     if not isinstance(protocol, asyncio.subprocess.SubprocessStreamProtocol):
         return True  # a protocol of the user's own: assume it waits for the child
+    # anyio's Process.wait() waits on an asyncio.Event of its protocol subclass ("exited");
+    # an Event keeps its waiting futures in _waiters.
+    exited = getattr(protocol, "exited", None)
+    if getattr(exited, "_waiters", None):
+        return True
     for reader in (protocol.stdout, protocol.stderr):
         if reader is not None and getattr(reader, "_waiter", None) is not None:
             return True
