@@ -141,7 +141,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     else:
         text = report.longreprtext
         reason, detail = _reason(report), text[-DETAIL_CHARS:]
-        if "unraisable" in reason:
+        if "unraisable" in reason.lower():
             # Which object was collected unclosed says whose leak this was.
             leaked = re.search(r"ResourceWarning: (.+)", text)
             if leaked is not None:

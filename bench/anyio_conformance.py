@@ -44,7 +44,10 @@ What it does
    which losses are the loop's own.
 
 ``--output`` writes the Markdown report to a file, ``--json`` the full results (every test's
-outcome in both runs, and for each lost test the end of its traceback).
+outcome in both runs, and for each lost test the end of its traceback).  ``--virtual-plugin
+MODULE`` loads one more pytest plugin in the virtual run only: a way to measure an experimental
+change of the loop (a plugin that patches it at import) against the whole suite before making
+it.
 
 The hook
 --------
@@ -243,8 +246,11 @@ def suite_env(mode: str, records: Path, skip_file: Path | None) -> dict[str, str
     return env
 
 
-def pytest_command(args: argparse.Namespace) -> list[str]:
+def pytest_command(args: argparse.Namespace, mode: str) -> list[str]:
     command = [sys.executable, "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider"]
+    if mode == "virtual":
+        for plugin in args.virtual_plugin:
+            command += ["-p", plugin]
     return [*command, "-q", "-rN", "--tb=native", "--timeout", f"{args.timeout:g}"]
 
 
@@ -270,7 +276,7 @@ def run_suite(mode: str, sdist: Path, work: Path, args: argparse.Namespace) -> R
     log = work / f"{mode}.log"
     for stale in [skip_file, log, *work.glob(f"{mode}-*.jsonl")]:
         stale.unlink(missing_ok=True)
-    command = pytest_command(args)
+    command = pytest_command(args, mode)
     if args.k:
         command += ["-k", args.k]
     command.append("tests")
@@ -326,7 +332,7 @@ def run_alone(mode: str, nodeid: str, sdist: Path, work: Path, args: argparse.Na
     records = work / f"alone-{mode}.jsonl"
     records.unlink(missing_ok=True)
     env = suite_env(mode, records, None)
-    command = [*pytest_command(args), nodeid]
+    command = [*pytest_command(args, mode), nodeid]
     log = work / f"alone-{mode}.log"
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"\n$ {' '.join(command)}\n")
@@ -374,7 +380,7 @@ def verdict(lost: bool, outcomes: dict[str, list[str]] | None, reason: str) -> s
     if (lost and stock == n and virtual == 0) or (not lost and stock == 0 and virtual == n):
         return f"reproduces {counts}"
     if stock == n and virtual == n:
-        if "unraisable" in reason:
+        if "unraisable" in reason.lower():
             return f"{counts}: collateral, an object an earlier test leaked was collected here"
         return f"{counts}: a race, or damage from an earlier test"
     return f"flaky {counts}"
@@ -454,7 +460,8 @@ def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
         "",
         f"- Python {meta['python']}, pytest-timeout {meta['timeout']:g} s per test"
         + (f", `-k {meta['k']}`" if meta["k"] else ""),
-        f"- virtualtime: {meta['virtualtime']}",
+        f"- virtualtime: {meta['virtualtime']}"
+        + "".join(f", plus `-p {name}` in the virtual run" for name in meta["virtual_plugins"]),
         f"- run {meta['date']}; stock {stock.seconds:.0f} s, virtual {virtual.seconds:.0f} s",
         "",
         "| | stock asyncio | virtualtime loop |",
@@ -597,6 +604,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run each lost and gained test alone N times per loop, in fresh processes (3; 0: off)",
     )
     parser.add_argument(
+        "--virtual-plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="also load this pytest plugin module in the virtual run (repeatable; it must be "
+        "importable, e.g. through PYTHONPATH): to measure an experimental change of the loop",
+    )
+    parser.add_argument(
         "--no-install", action="store_true", help="do not install anyio's test requirements"
     )
     args = parser.parse_args(argv)
@@ -634,6 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "virtualtime": virtualtime_source(),
         "timeout": args.timeout,
         "k": args.k,
+        "virtual_plugins": args.virtual_plugin,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
     report = markdown(comparison, meta)
