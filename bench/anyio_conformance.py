@@ -406,7 +406,11 @@ class Comparison:
     def verdict(self, nodeid: str) -> str:
         lost = nodeid in self.lost
         failed = (self.virtual if lost else self.stock).results.get(nodeid, Result("not run"))
-        return verdict(lost, self.alone.get(nodeid), failed.reason)
+        said = verdict(lost, self.alone.get(nodeid), failed.reason)
+        virtual = self.virtual.results.get(nodeid)
+        if said and virtual is not None and virtual.virtual_loops == 0:
+            said += "; it made no virtual loop, so this is noise"
+        return said
 
 
 def compare(stock: Run, virtual: Run) -> Comparison:
@@ -442,17 +446,21 @@ def virtualtime_source() -> str:
         return "virtualtime not importable"
     package = Path(spec.origin).resolve().parent
     try:
+        git = ["git", "-C", str(package), "log", "-1", "--format=%h %s"]
         commit = subprocess.run(
-            ["git", "-C", str(package), "log", "-1", "--format=%h %s"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
+            [*git, "--", "."], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        head = subprocess.run(
+            [*git[:-1], "--format=%h"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(package), "status", "--porcelain", "--", "."],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return str(package)
-    return f"{package} at {commit}" + (" (with uncommitted changes)" if dirty else "")
+    where = f"{package}, last changed in {commit} (HEAD {head})"
+    return where + (" (with uncommitted changes)" if dirty else "")
 
 
 def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
