@@ -117,11 +117,19 @@ def fetch_sdist(version: str, cache: Path) -> Path:
     if not archive.exists():
         progress(f"downloading the anyio {version} sdist into {cache}")
         pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary"]
-        subprocess.run([*pip, ":all:", f"anyio=={version}", "-d", str(cache)], check=True)
+        done = subprocess.run([*pip, ":all:", f"anyio=={version}", "-d", str(cache)])
+        if done.returncode != 0:
+            raise SystemExit(
+                f"pip could not download the sdist of anyio {version} (the installed version; "
+                "a development install has none on the index): see pip's message above"
+            )
     if not archive.exists():
         raise SystemExit(f"pip download left no {archive.name} in {cache}")
     with tarfile.open(archive) as tar:
-        tar.extractall(cache, filter="data")
+        if hasattr(tarfile, "data_filter"):  # 3.11.4+: refuse links and paths out of cache
+            tar.extractall(cache, filter="data")
+        else:  # pragma: no cover - older 3.11 patch releases
+            tar.extractall(cache)  # an sdist pip just fetched from the index
     if not (root / "tests" / "conftest.py").exists():
         raise SystemExit(f"the anyio {version} sdist has no tests/conftest.py under {root}")
     return root
