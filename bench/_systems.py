@@ -301,14 +301,10 @@ def run_simpy(workload: Workload) -> Measurement:
     return Measurement(watch.cpu, watch.wall, float(env.now))
 
 
-def run_trio(workload: Workload) -> Measurement:
-    """One trio task per row in a nursery, ``trio.sleep(d)``, ``MockClock(autojump_threshold=0)``.
-
-    The clock starts at 0 like the others; trio adds each delay to a float clock.
-    """
+def _run_trio_clock(workload: Workload, make_clock: Callable[[], Any]) -> Measurement:
+    """One trio task per row in a nursery, each ``trio.sleep(d)``, under ``make_clock()``."""
     try:
         import trio
-        import trio.testing
     except ImportError as exc:
         raise Unavailable("not installed") from exc
 
@@ -322,10 +318,36 @@ def run_trio(workload: Workload) -> Measurement:
                 nursery.start_soon(sleeper, row)
         return trio.current_time()
 
+    clock = make_clock()
     gc.collect()
     with _Stopwatch() as watch:
-        final = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+        final = trio.run(main, clock=clock)
     return Measurement(watch.cpu, watch.wall, final)
+
+
+def run_trio(workload: Workload) -> Measurement:
+    """``trio.sleep(d)`` tasks under ``MockClock(autojump_threshold=0)``.
+
+    The clock starts at 0 like the others; trio adds each delay to a float clock.
+    """
+    try:
+        import trio.testing
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    return _run_trio_clock(workload, lambda: trio.testing.MockClock(autojump_threshold=0))
+
+
+def run_trio_virtualtime(workload: Workload) -> Measurement:
+    """The same trio program under ``virtualtime.trio.VirtualClock()`` (defaults)."""
+    try:
+        import trio  # noqa: F401 - only to report "not installed" cleanly
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    try:
+        virtual_trio = importlib.import_module("virtualtime.trio")
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise Unavailable("virtualtime.trio not importable") from exc
+    return _run_trio_clock(workload, virtual_trio.VirtualClock)
 
 
 SYSTEMS: Final[tuple[System, ...]] = (
@@ -383,6 +405,13 @@ SYSTEMS: Final[tuple[System, ...]] = (
         "trio MockClock",
         "`trio.sleep(d)` under `MockClock(autojump_threshold=0)`",
         run_trio,
+        "trio",
+    ),
+    System(
+        "trio-virtualtime",
+        "trio VirtualClock",
+        "the same `trio.sleep(d)` tasks under `virtualtime.trio.VirtualClock()` (defaults)",
+        run_trio_virtualtime,
         "trio",
     ),
 )

@@ -52,6 +52,8 @@ SYSTEM_KEYS: Final = tuple(s.key for s in SYSTEMS)
 BY_KEY: Final = {s.key: s for s in SYSTEMS}
 
 VT_KEY: Final = "virtualtime"
+TRIO_VT_KEY: Final = "trio-virtualtime"
+SMALL_N: Final = 10_000
 SIMPY_KEY: Final = "simpy"
 TARGET_N: Final = 100_000
 BIG_N: Final = 1_000_000
@@ -411,6 +413,23 @@ def targets(cells: dict[int, list[Cell]]) -> list[str]:
     check("virtualtime ≤ 5x SimPy per wake-up (virtualtime / SimPy)", SIMPY_KEY, 5, at_most=True)
     check("≥ 20x faster than looptime (looptime / virtualtime)", "looptime", 20, at_most=False)
     check("≥ 5x faster than trio MockClock (trio / virtualtime)", "trio", 5, at_most=False)
+    trio_mock, trio_virtual = med.get("trio"), med.get(TRIO_VT_KEY)
+    if trio_mock is not None and trio_virtual is not None:
+        ratio = trio_mock / trio_virtual
+        lines.append(
+            "- trio VirtualClock ≥ 1.3x faster than MockClock(autojump_threshold=0)"
+            f" (MockClock / VirtualClock, issue 14): {ratio:.2f}x → {verdict(ratio >= 1.3)}"
+        )
+    trio_big = next((c.median for c in cells.get(BIG_N, []) if c.system.key == TRIO_VT_KEY), None)
+    trio_small = next(
+        (c.median for c in cells.get(SMALL_N, []) if c.system.key == TRIO_VT_KEY), None
+    )
+    if trio_virtual is not None and trio_big is not None and trio_small is not None:
+        spread = max(trio_small, trio_virtual, trio_big) / min(trio_small, trio_virtual, trio_big)
+        lines.append(
+            f"- trio VirtualClock flat from 1e4 to 1e6 (max / min ≤ {FLAT_TOLERANCE}):"
+            f" {spread:.2f}x → {verdict(spread <= FLAT_TOLERANCE)}"
+        )
     vt_big = next((c.median for c in cells.get(BIG_N, []) if c.system.key == VT_KEY), None)
     if vt is not None and vt_big is not None:
         growth = vt_big / vt

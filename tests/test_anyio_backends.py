@@ -368,7 +368,7 @@ def test_unknown_backend_is_a_value_error() -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("history", 10), ("max_rounds_per_instant", 10), ("patch_time", True), ("wall_start", 0)],
+    [("history", 10), ("max_rounds_per_instant", 10)],
 )
 def test_asyncio_only_options_are_refused_on_trio(option: str, value: object) -> None:
     with pytest.raises(TypeError, match=f"{option} exist only on the asyncio loop"):

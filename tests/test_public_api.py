@@ -57,3 +57,42 @@ def test_import_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+SIM_KIT = (
+    "BufferStats",
+    "Container",
+    "FilterStore",
+    "Interrupt",
+    "ORDERS",
+    "Preempted",
+    "PreemptiveResource",
+    "PriorityResource",
+    "PriorityStore",
+    "Process",
+    "Request",
+    "Resource",
+    "ResourceStats",
+    "Signal",
+    "Simulation",
+    "Store",
+    "Summary",
+    "Tally",
+    "TimeSeries",
+    "all_of",
+    "current_process",
+    "first_of",
+    "now",
+    "simulate",
+    "sleep",
+    "start",
+)
+
+
+def test_the_modelling_kit_is_public_in_sim() -> None:
+    import virtualtime.sim
+
+    assert set(SIM_KIT) <= set(virtualtime.sim.__all__)
+    # the kit's names do not shadow the older sim names (Event is the Timer's event)
+    assert virtualtime.sim.Event.__module__ == "virtualtime.sim._timer"
+    assert virtualtime.sim.Signal.__module__ == "virtualtime.sim._kit"

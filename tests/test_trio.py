@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import socket
 import threading
 import time
@@ -722,3 +723,149 @@ def test_the_shared_option_names_are_the_clocks_own() -> None:
     clock_options = set(inspect.signature(VirtualClock.__init__).parameters) - {"self"}
     assert set(TRIO_OPTIONS) == clock_options
     assert set(TRIO_OPTIONS) <= set(LOOP_OPTIONS)
+
+
+# ----------------------------------------------------------- no bias of the clock's own
+
+
+def _exact_sum(start: float, delays: list[float]) -> float:
+    """The float nearest the exact sum (math.fsum is correctly rounded)."""
+    return math.fsum([start, *delays])
+
+
+async def _sleep_each(delays: list[float]) -> float:
+    for delay in delays:
+        await trio.sleep(delay)
+    return trio.current_time()
+
+
+def _mock_run(start: float, delays: list[float]) -> float:
+    mock = trio.testing.MockClock(autojump_threshold=0)
+    if start:
+        mock.jump(start)
+    result: float = trio.run(_sleep_each, delays, clock=mock)
+    return result
+
+
+@pytest.mark.parametrize("start", [0.0, 86400.0])
+@pytest.mark.parametrize("kind", ["third", "pi", "exponential"])
+def test_long_runs_of_sleeps_carry_no_bias(start: float, kind: str) -> None:
+    # The clock rounds each delay to the nearest tick and carries the rest: 10,000 sleeps end
+    # within 1e-6 s of the exact sum (the old round-up rule ended 3.8e-6 to 7.4e-6 s high),
+    # and no further from it than MockClock's own float sums (what trio's deadlines force),
+    # give or take a tick.
+    if kind == "third":
+        delays = [1 / 3] * 10_000
+    elif kind == "pi":
+        delays = [math.pi * 1e-4] * 3_000
+    else:
+        rng = random.Random(20241201)
+        delays = [rng.expovariate(1.0) for _ in range(3_000)]
+    exact = _exact_sum(start, delays)
+    error = abs(trio_run(_sleep_each, delays, start=start) - exact)
+    assert error < 1e-6
+    mock_error = abs(_mock_run(start, delays) - exact)
+    assert error <= mock_error + 2e-9
+
+
+async def _expired_deadlines() -> list[bool]:
+    seen = []
+    for _ in range(200):
+        with trio.move_on_after(1 / 3) as scope:
+            await trio.sleep_forever()
+        seen.append(scope.cancelled_caught and trio.current_time() >= scope.deadline)
+    return seen
+
+
+def test_every_expired_deadline_reads_as_expired() -> None:
+    # trio's expiry and anyio's fail_after re-check current_time() >= deadline: the reported
+    # time reaches every deadline that fired, even off the tick grid.
+    assert all(trio_run(_expired_deadlines))
+
+
+def test_anyio_fail_after_off_the_tick_grid_neither_hangs_nor_fires_early() -> None:
+    import anyio
+
+    async def main() -> list[float]:
+        seen = []
+        for _ in range(100):
+            with pytest.raises(TimeoutError):
+                with anyio.fail_after(1 / 3):
+                    await anyio.sleep_forever()
+            seen.append(anyio.current_time())
+        return seen
+
+    seen = virtualtime.anyio_run(main, backend="trio")
+    assert seen == sorted(seen)
+    assert abs(seen[-1] - 100 / 3) < 1e-6
+
+
+@pytest.mark.parametrize("delay", [0.1, 1 / 3])
+def test_at_a_year_the_clock_adds_nothing_to_the_float_error(delay: float) -> None:
+    # Near one year floats are 3.7 ns apart and trio adds now + delay in floats; what that
+    # forces is MockClock's error.  The clock must not add to it beyond a few ulps.
+    delays = [delay] * 1000
+    exact = _exact_sum(YEAR, delays)
+    error = abs(trio_run(_sleep_each, delays, start=float(YEAR)) - exact)
+    mock_error = abs(_mock_run(float(YEAR), delays) - exact)
+    assert error <= mock_error + 4 * math.ulp(float(YEAR))
+
+
+# ----------------------------------------------------------- deadlocks always raise
+
+
+async def _deadlock_in_a_shield() -> None:
+    with trio.CancelScope(shield=True):
+        await trio.Event().wait()
+
+
+async def _deadlock_in_nested_nurseries() -> None:
+    async def inner() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_deadlock_in_a_shield, name="deep")
+            await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(inner, name="inner")
+        await trio.sleep(3)
+        with trio.CancelScope(shield=True):
+            await trio.Event().wait()
+
+
+async def _deadlock_through_a_portal() -> None:
+    event = trio.Event()
+    await trio.to_thread.run_sync(trio.from_thread.run, event.wait)
+
+
+@pytest.mark.parametrize(
+    ("main", "names", "when"),
+    [
+        (_deadlock_in_a_shield, ["_deadlock_in_a_shield"], 0.0),
+        (_deadlock_in_nested_nurseries, ["_deadlock_in_nested_nurseries", "inner", "deep"], 3.0),
+        (_deadlock_through_a_portal, ["_deadlock_through_a_portal"], 0.0),
+    ],
+)
+def test_deadlocks_raise_in_shields_nested_nurseries_and_portals(
+    main: Callable[[], Awaitable[None]], names: list[str], when: float
+) -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(virtualtime.DeadlockError) as info:
+        virtualtime.trio.run(main, deadlock_timeout=0.05)
+    assert time.perf_counter() - t0 < 1.0
+    assert [name for name, _ in info.value.blocked] == names
+    text = str(info.value)
+    assert text.startswith(f"deadlock at virtual time t={when!r}: ")
+    assert "\nBlocked tasks:\n  - " in text
+    for name in names:
+        assert f"  - {name}: " in text
+
+
+def test_a_shielded_deadlock_raises_under_anyio_on_trio_too() -> None:
+    import anyio
+
+    async def main() -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.Event().wait()
+
+    with pytest.raises(virtualtime.DeadlockError, match="main"):
+        virtualtime.anyio_run(main, backend="trio", deadlock_timeout=0.05)

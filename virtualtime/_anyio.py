@@ -20,12 +20,20 @@ _T = TypeVar("_T")
 _BACKENDS: Final = ("asyncio", "trio")
 
 TRIO_OPTIONS: Final = frozenset(
-    {"start", "autojump", "autojump_threshold", "rate", "deadlock_timeout"}
+    {
+        "start",
+        "autojump",
+        "autojump_threshold",
+        "rate",
+        "deadlock_timeout",
+        "patch_time",
+        "wall_start",
+    }
 )
 """The loop options :class:`virtualtime.trio.VirtualClock` also has, with the same meaning.
 
-The rest (``history``, ``max_rounds_per_instant``, ``patch_time``, ``wall_start``) describe
-the asyncio loop's timer heap and the stdlib clocks it can patch, which trio does not use.
+The rest (``history``, ``max_rounds_per_instant``) describe the asyncio loop's timer heap,
+which trio does not have.
 """
 
 
@@ -40,8 +48,8 @@ def anyio_run(
     ``backend="asyncio"`` (the default) runs it on :class:`virtualtime.VirtualEventLoop`;
     ``backend="trio"`` runs it under trio with a :class:`virtualtime.trio.VirtualClock`.
     ``options`` configure the loop or clock: ``start``, ``autojump``, ``autojump_threshold``,
-    ``rate`` and ``deadlock_timeout`` mean the same on both backends; ``history``,
-    ``max_rounds_per_instant``, ``patch_time`` and ``wall_start`` exist only on asyncio.
+    ``rate``, ``deadlock_timeout``, ``patch_time`` and ``wall_start`` mean the same on both
+    backends; ``history`` and ``max_rounds_per_instant`` exist only on asyncio.
     On either backend a deadlock raises :class:`~virtualtime.DeadlockError` instead of
     hanging.
 

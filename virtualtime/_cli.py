@@ -30,9 +30,10 @@ few entry points through which programs create loops, and puts them back afterwa
   behalf: if it is not imported yet, an import hook patches ``trio.run`` the moment the
   script imports trio.
 * ``VirtualEventLoop.__init__`` and ``VirtualClock.__init__``: so that the command line's
-  ``--start``, ``--rate``, ``--patch-time`` and the history ``--trace`` needs also reach the
-  loops and clocks the script makes itself (``virtualtime.run(main())`` in an example), and
-  so that every virtual loop is counted in the summary, traced and stopped by ``--until``.
+  ``--start``, ``--rate``, ``--patch-time``, ``--wall-start`` and the history ``--trace``
+  needs also reach the loops and clocks the script makes itself (``virtualtime.run(main())``
+  in an example), and so that every virtual loop is counted in the summary, traced and
+  stopped by ``--until``.
 * ``VirtualEventLoop.close``: a closed loop's numbers go into the summary's totals and its
   history into the trace, and the command keeps nothing else of it, so a script that runs
   ``asyncio.run`` thousands of times costs per run what it costs without the command.
@@ -60,6 +61,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import functools
 import importlib.abc
 import importlib.machinery
@@ -82,6 +84,7 @@ from typing import IO, Any, Final, TextIO
 from ._control import settle
 from ._errors import DeadlockError
 from ._loop import VirtualEventLoop
+from ._patch import check_wall_start
 from ._units import format_duration as format_duration
 from ._units import parse_time as parse_time
 
@@ -149,6 +152,19 @@ def _rate_arg(text: str) -> float:
     return value
 
 
+def _wall_start_arg(text: str) -> datetime.datetime:
+    """``--wall-start``: ISO 8601; naive means local time, as the marker's ``wall_start=``."""
+    try:
+        value = datetime.datetime.fromisoformat(text)
+        check_wall_start(value)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 date and time (2030-01-01T00:00:00Z; without an offset it "
+            f"is local time), got {text!r} ({error})"
+        ) from None
+    return value
+
+
 def _count_arg(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -181,7 +197,7 @@ def _size_arg(text: str) -> tuple[int, int]:
 # Options of ``run`` that take a value; the command line is split at the script by hand
 # (options before it are ours, everything after it is the script's), so these must be known.
 _RUN_VALUE_OPTIONS: Final = frozenset(
-    {"--until", "--start", "--rate", "--trace", "--trace-limit", "--seed"}
+    {"--until", "--start", "--rate", "--trace", "--trace-limit", "--seed", "--wall-start"}
 )
 
 
@@ -251,7 +267,14 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--patch-time",
         action="store_true",
-        help="make time.time(), time.monotonic() and datetime.now() follow virtual time (asyncio)",
+        help="make time.time(), time.monotonic(), datetime.now() and the rest follow virtual time",
+    )
+    run.add_argument(
+        "--wall-start",
+        type=_wall_start_arg,
+        metavar="ISO",
+        help="the wall clock at virtual time --start, ISO 8601 (2030-01-01T00:00:00Z; "
+        "no offset: local time); default: the real time now",
     )
     run.add_argument(
         "--all-threads",
@@ -359,6 +382,7 @@ class _Options:
     rate: float | None = None
     history: int | None = None
     patch_time: bool = False
+    wall_start: datetime.datetime | None = None
     quiet: bool = False
     all_threads: bool = False
 
@@ -371,6 +395,8 @@ class _Options:
             merged["rate"] = self.rate
         if self.patch_time:
             merged["patch_time"] = True
+        if self.wall_start is not None:
+            merged["wall_start"] = self.wall_start
         if self.history:
             own = merged.get("history")
             if own is None or (isinstance(own, int) and not isinstance(own, bool)):
@@ -384,6 +410,10 @@ class _Options:
             merged["start"] = self.start
         if self.rate is not None:
             merged["rate"] = self.rate
+        if self.patch_time:
+            merged["patch_time"] = True
+        if self.wall_start is not None:
+            merged["wall_start"] = self.wall_start
         return merged
 
 
@@ -1105,6 +1135,7 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         rate=args.rate,
         history=args.trace_limit if args.trace is not None else None,
         patch_time=args.patch_time,
+        wall_start=args.wall_start,
         quiet=args.quiet,
         all_threads=args.all_threads,
     )

@@ -6,6 +6,12 @@ simulation driver) while the loop runs.  Each acts on the running
 :class:`~virtualtime.VirtualEventLoop` and raises :class:`~virtualtime.VirtualTimeError` when
 the running loop is not virtual.
 
+The verbs (and ``now``/``peek``) work on trio too: called from a trio run whose clock is a
+:class:`virtualtime.trio.VirtualClock` (``virtualtime.trio.run``, ``anyio_run(...,
+backend="trio")``, the pytest plugin), they drive that clock with the same meaning, so one
+driver runs on both backends.  trio is never imported here; it is looked for only when no
+asyncio loop is running.
+
 A driver that awaits ``evolve(dt)`` is woken only when the loop is idle at ``now + dt``: every
 timer due in the window has fired at its own instant and everything it started has settled.
 This holds in autojump mode too -- time stops at the driver's target even when other timers
@@ -16,9 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
+import typing
+from typing import TYPE_CHECKING
 
+from ._errors import VirtualTimeError
 from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
 from ._time import check_delay, check_finite, to_ticks
+
+if TYPE_CHECKING:
+    from .trio import VirtualClock
 
 __all__ = [
     "evolve",
@@ -33,13 +46,53 @@ __all__ = [
 ]
 
 
+def _trio_clock(what: str) -> VirtualClock | None:
+    """The running trio run's VirtualClock; None when no trio run is running here.
+
+    Looked for only when no asyncio loop runs in this thread (then the asyncio branch decides,
+    unchanged), and only if trio is imported at all.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return None
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return None
+    try:
+        clock = trio.lowlevel.current_clock()
+    except RuntimeError:
+        return None
+    virtual_trio = sys.modules.get("virtualtime.trio")
+    if virtual_trio is not None and isinstance(clock, virtual_trio.VirtualClock):
+        found: VirtualClock = clock
+        return found
+    raise VirtualTimeError(
+        f"{what} needs virtual time, but trio runs with {type(clock).__name__}; run it with "
+        "virtualtime.trio.run(...) or trio.run(..., clock=virtualtime.trio.VirtualClock())"
+    )
+
+
+def _trio_verbs() -> typing.Any:
+    return sys.modules["virtualtime.trio"]
+
+
 def now() -> float:
     """The running virtual loop's time, in seconds."""
+    clock = _trio_clock("virtualtime.now()")
+    if clock is not None:
+        return clock.current_time()
     return running_virtual_loop("virtualtime.now()").time()
 
 
 def peek() -> float:
     """Time of the running virtual loop's next pending timer, or ``math.inf``."""
+    clock = _trio_clock("virtualtime.peek()")
+    if clock is not None:
+        result: float = _trio_verbs()._peek(clock)
+        return result
     return running_virtual_loop("virtualtime.peek()").peek()
 
 
@@ -55,6 +108,10 @@ async def _drive(loop: VirtualEventLoop, target: int) -> float:
 
 async def settle() -> float:
     """Let everything that is ready (and every timer due now) run; time does not move."""
+    clock = _trio_clock("virtualtime.settle()")
+    if clock is not None:
+        result: float = await _trio_verbs()._settle(clock)
+        return result
     loop = running_virtual_loop("virtualtime.settle()")
     return await _drive(loop, loop._vt_ticks)
 
@@ -66,6 +123,10 @@ async def step() -> float | None:
     autojump mode other tasks' timers are what "next" means here, so use this in manual mode
     or when you know what is pending.
     """
+    clock = _trio_clock("virtualtime.step()")
+    if clock is not None:
+        result: float | None = await _trio_verbs()._step(clock)
+        return result
     loop = running_virtual_loop("virtualtime.step()")
     fired = loop.timers_fired
     await _drive(loop, loop._vt_ticks)
@@ -80,12 +141,23 @@ async def step() -> float | None:
 async def evolve(dt: float) -> float:
     """Fire every timer due in ``[now, now + dt]`` at its own instant; return ``now + dt``."""
     dt = check_delay("dt", dt)
+    clock = _trio_clock("virtualtime.evolve()")
+    if clock is not None:
+        result: float = await _trio_verbs()._evolve(clock, dt)
+        return result
     loop = running_virtual_loop("virtualtime.evolve()")
     return await _drive(loop, loop._vt_ticks + to_ticks(dt))
 
 
 async def run_until(t: float) -> float:
     """:func:`evolve` up to the absolute virtual time ``t`` (not in the past)."""
+    clock = _trio_clock("virtualtime.run_until()")
+    if clock is not None:
+        verbs = _trio_verbs()
+        result: float = await verbs._run_until(
+            clock, verbs._check_target(clock, check_finite("t", t))
+        )
+        return result
     loop = running_virtual_loop("virtualtime.run_until()")
     return await _drive(loop, loop._vt_check_target(t))
 
@@ -93,6 +165,10 @@ async def run_until(t: float) -> float:
 async def fast_forward(dt: float) -> float:
     """Leap ``dt`` at once; timers the leap made overdue fire in order, seeing the new time."""
     dt = check_delay("dt", dt)
+    clock = _trio_clock("virtualtime.fast_forward()")
+    if clock is not None:
+        result: float = await _trio_verbs()._fast_forward(clock, dt)
+        return result
     loop = running_virtual_loop("virtualtime.fast_forward()")
     loop._vt_leap(to_ticks(dt))
     return await _drive(loop, loop._vt_ticks)

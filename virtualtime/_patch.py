@@ -2,121 +2,166 @@
 
 Replacing ``loop.time()`` virtualises everything that asks the loop for the time, but much
 real code keeps its own stopwatch: tenacity measures ``stop_after_delay`` with
-``time.monotonic()``, backoff measures ``max_time`` with ``datetime.datetime.now()``, TTL caches
-stamp entries with ``time.time()``.  Under virtual time their sleeps are instant while their
-stopwatch is real, so they retry thousands of times.  ``patch_time=True`` makes those clocks
-follow the loop.  This module decides how; the decisions, and why:
+``time.monotonic()``, cachetools' ``TTLCache`` binds ``timer=time.monotonic`` as a default
+argument, APScheduler stores ``functools.partial(datetime.now, UTC)`` as attrs defaults,
+pyrate-limiter does ``from time import monotonic_ns``.  Under virtual time their sleeps are
+instant while their stopwatch is real.  ``patch_time=True`` makes those clocks follow the loop
+(or the trio clock).  This module decides what they read, where, and for whom; how the C
+objects are redirected is :mod:`virtualtime._hook`.
 
-Which clocks, and what they read
---------------------------------
-While a loop with ``patch_time=True`` runs, *in that loop's thread*:
+What is reached, and how
+------------------------
+Every reference to the clock objects, however it was obtained -- module attribute, ``from
+time import monotonic``, a default argument, an attribute of an object made before the run,
+``from datetime import datetime`` and ``datetime.now()`` on that name, a bound
+``datetime.now`` stored before the run -- because the C objects themselves are redirected
+(see :mod:`virtualtime._hook`); no module attribute is replaced and no module is scanned, so
+the result does not depend on import order.  Reached: ``time.monotonic``, ``perf_counter``,
+``time`` and their ``_ns`` forms; ``clock_gettime``/``clock_gettime_ns`` for
+``CLOCK_MONOTONIC`` and ``CLOCK_REALTIME``; ``localtime``, ``gmtime``, ``ctime``,
+``asctime`` and ``strftime`` without an explicit time; ``datetime.datetime.now``,
+``utcnow``, ``today`` and ``datetime.date.today`` (on subclasses too); ``logging`` record
+timestamps (they read ``time.time``/``time_ns``).
 
-* ``time.monotonic()`` and ``time.perf_counter()`` return ``loop.time()`` itself, and their
-  ``_ns`` forms the loop's integer nanosecond tick.  Python leaves the reference point of
-  these clocks undefined (only differences mean anything), so reading loop time directly is
-  allowed, and it is the only choice that keeps differences *exact*: an offset such as
-  "real value at start + virtual elapsed" would be a large float, and ``(R + 60.0) - R`` is
-  not always ``60.0`` -- one retry more or less.
-* ``time.time()``/``time.time_ns()`` read a virtual wall clock: the epoch ``wall_start`` plus
-  the virtual time elapsed since the loop's ``start``, kept in integer nanoseconds.
-  ``time.localtime()``, ``gmtime()``, ``ctime()``, ``asctime()`` and ``strftime()`` called
-  without an explicit time, and ``time.clock_gettime(CLOCK_REALTIME | CLOCK_MONOTONIC)``, agree.
-* ``datetime.datetime.now()``, ``now(tz)``, ``today()``, ``utcnow()`` and
-  ``datetime.date.today()`` are that wall clock, truncated to the microsecond as the real ones
-  are.  ``utcnow()`` warns exactly as Python's own does (deprecated since 3.12) -- once, from
-  the caller's line -- and adds no warning of its own.
+What they read
+--------------
+* ``time.monotonic()`` and ``time.perf_counter()`` return the loop's ``time()`` itself, their
+  ``_ns`` forms its integer nanosecond tick.  Python leaves the reference point of these
+  clocks undefined, so reading loop time directly is allowed, and it keeps differences
+  *exact*: an offset such as "real value at start + virtual elapsed" would be a large float,
+  and ``(R + 60.0) - R`` is not always ``60.0`` -- one retry more or less.
+* ``time.time()``/``time_ns()`` read a virtual wall clock: ``wall_start`` plus the virtual
+  time elapsed since the loop's ``start``, kept in integer nanoseconds; the ``datetime``
+  methods are that clock truncated to the microsecond, as the real ones are.
+  ``utcnow()`` warns exactly as Python's own does (deprecated since 3.12).
 
-Everywhere else the real clocks answer: other threads (``asyncio.to_thread`` workers, a real
-asyncio loop in another thread), code running before or after the loop, and the loop's own
-machinery, which waits for real things with ``time.monotonic`` bound at import time
-(``_time.py``/``_loop.py``) and with selector timeouts measured by the kernel.
+Who sees virtual time
+---------------------
+*The patched loop's own thread, while it runs*, and nothing else -- with two refinements:
 
-How -- module attributes, routed per thread
--------------------------------------------
-The time functions and the datetime classes are C objects: nothing can be changed *inside*
-them from Python.  So, while at least one patched loop runs anywhere in the process, the
-*module attributes* ``time.monotonic``, ..., ``datetime.datetime`` and ``datetime.date`` are
-replaced by stand-ins, and put back (by identity) when the last such loop stops.  Each
-stand-in first asks a thread-local "which patched loop is running on this thread?"; with no
-answer it calls the original at once.  The stand-ins are therefore safe to call from any
-thread, at any time, even long after the patch is gone -- which matters because a module
-imported *during* a patched run that does ``from time import monotonic`` keeps the stand-in.
+* **The stdlib's own waits stay real even there.**  ``queue.Queue.get(timeout=0.2)``,
+  ``threading.Condition.wait_for``, ``subprocess.Popen.wait(timeout)``,
+  ``concurrent.futures.wait/as_completed`` and asyncio's internals time their real blocking
+  waits with ``time.monotonic``; with a virtual clock that never moves while they block they
+  would wait for ever.  So each redirected clock looks at its *caller's module*: calls made
+  directly from the modules in :data:`REAL_TIME_MODULES` (and from virtualtime's own engine)
+  get the real clock.  One frame lookup, cached per module name.
+* **A library's own background thread started during the run shares the run's clock.**  A
+  thread started (``threading.Thread.start``) from the loop's thread while it runs, by any
+  code except the stdlib and the async libraries' worker pools (``asyncio.to_thread``,
+  executors, ``trio.to_thread``, anyio's workers), reads the same virtual clocks (it cannot
+  move them) until that run ends.  pyrate-limiter's leak thread is the case in point: it
+  deletes bucket items older than "now" minus the window, and items stamped in virtual time
+  by the loop thread must be judged by the same clock, or they vanish and the limiter lets
+  too much through.  Worker-pool threads run real blocking work, measured in real time, and
+  the loop waits for them; they keep real clocks.  Threads that already existed keep real
+  clocks too.
 
-``datetime.datetime`` cannot be given a new ``now`` (it is an immutable C type), so the
-stand-in is a subclass whose ``now``/``utcnow``/``today`` consult the virtual clock.  Two
-pitfalls, handled the way users of freezegun and time-machine would expect:
+Everywhere else the real clocks answer: other threads, code before and after the run, and a
+process forked from the loop's thread (the child restores everything at once).
 
-* ``isinstance(real_datetime, datetime.datetime)`` must stay true while the stand-in sits in
-  the module: its metaclass answers ``isinstance``/``issubclass`` for the real class.
-* Values must stay real: the stand-in's constructor and alternate constructors return plain
-  ``datetime.datetime`` instances, never stand-in instances, so they pickle, compare, hash,
-  ``type()``-check and feed sqlite/JSON adapters exactly like real ones after the run.  A class
-  that *subclasses* the stand-in (defined while the patch is active) still gets instances of
-  itself.  What cannot be preserved: ``type(x) is datetime.datetime`` evaluated while the
-  patch is active is false for a real ``x``, because the name now means the stand-in.
-* Pickle looks a class up by module and name and insists on finding the very same object, so
-  with the stand-in in the module a real datetime would no longer pickle.  The stand-ins carry
-  the real names, and while they are installed ``copyreg`` reduces real dates and datetimes
-  through them: the bytes are the usual ``datetime.datetime`` pickle, loadable anywhere.
-
-``datetime.date`` gets the same treatment for ``date.today()`` (up to 3.14 it reads
-``time.time``, from 3.15 it reads the C clock directly).
-
-What is not covered, on purpose
--------------------------------
-Names bound *before* the run -- ``from time import monotonic``, ``from datetime import
-datetime`` -- keep the real objects.  Covering them would mean scanning every module's
-globals on every ``run_forever`` (each outside ``loop.evolve()`` is one) and swapping
-references, which costs milliseconds per run and is unsafe: ``threading``, ``queue`` and
-``subprocess`` bind ``monotonic`` that way precisely to time their *real* blocking waits, and a
-frozen virtual clock there would turn ``queue.get(timeout=1)`` into a hang.  Rebind such a name
-explicitly instead, while the loop runs (``monkeypatch.setattr(mod, "monotonic",
-time.monotonic)`` picks up the stand-in).  ``time.sleep`` is not patched: a blocking sleep in
-the loop's thread blocks in real time and virtual time does not move meanwhile.
-
-Cost when off: none.  Without ``patch_time`` nothing here runs and every module attribute is the
-original object.  When on: a few microseconds per ``run_forever`` (each outside ``evolve()`` is
-one) to install and restore, and a thread-local lookup per clock read.
+Install, restore, cost
+----------------------
+The redirections are put in place when the first patched run in the process starts and
+undone, exactly, when the last one stops -- also after an exception, a deadlock, Ctrl-C.  A
+redirected clock checks its thread with one dict lookup (``threading.get_ident()``) and then
+calls the original; on the loop's thread it adds the caller check.  Installing is a few dozen
+pointer writes; on the pure-Python path (no compiled helper, or ``VIRTUALTIME_PURE_PYTHON=1``)
+also one ``gc.get_referrers`` over the date classes, repeated only after new imports, to find
+bound ``datetime.now`` methods stored before the run.  Measured in
+``bench/bench_patch_time.py``.
 """
 
 from __future__ import annotations
 
-import copyreg
 import datetime as _dt
 import functools
 import os
 import sys
+import sysconfig
 import threading
 import time as _time
+import types
 import warnings
+import weakref
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from numbers import Real
 from types import TracebackType
-from typing import Any, Final, Self, cast
+from typing import Any, Final
 
+from . import _hook
 from ._loop import VirtualEventLoop, running_virtual_loop
 from ._time import TICKS_PER_SECOND, check_finite, to_ticks
 
-__all__ = ["TimePatch", "wall_time"]
+__all__ = [
+    "COMPILED",
+    "REAL_TIME_MODULES",
+    "ClockPatch",
+    "TimePatch",
+    "check_wall_start",
+    "wall_time",
+]
 
-# The originals, bound when this module is first imported (before any patch can exist).
 _REAL_DATETIME: Final = _dt.datetime
 _REAL_DATE: Final = _dt.date
 _UTC: Final = _dt.UTC
 _EPOCH_UTC: Final = _REAL_DATETIME(1970, 1, 1, tzinfo=_UTC)
 
-_real_monotonic: Final = _time.monotonic
-_real_monotonic_ns: Final = _time.monotonic_ns
-_real_perf_counter: Final = _time.perf_counter
-_real_perf_counter_ns: Final = _time.perf_counter_ns
-_real_time: Final = _time.time
-_real_time_ns: Final = _time.time_ns
-_real_localtime: Final = _time.localtime
-_real_gmtime: Final = _time.gmtime
-_real_ctime: Final = _time.ctime
-_real_asctime: Final = _time.asctime
-_real_strftime: Final = _time.strftime
+# The clocks, as objects: redirecting these reaches every reference to them.
+_CLOCKS: Final[tuple[str, ...]] = tuple(
+    name
+    for name in (
+        "monotonic",
+        "monotonic_ns",
+        "perf_counter",
+        "perf_counter_ns",
+        "time",
+        "time_ns",
+        "localtime",
+        "gmtime",
+        "ctime",
+        "asctime",
+        "strftime",
+        "clock_gettime",
+        "clock_gettime_ns",
+    )
+    if hasattr(_time, name)
+)
+# Unpatched copies (new builtin function objects on the same C code): the real clocks for ever.
+_real: Final[dict[str, Any]] = {name: _hook.real_copy(getattr(_time, name)) for name in _CLOCKS}
+_real_monotonic: Final[Callable[[], float]] = _real["monotonic"]
+_real_monotonic_ns: Final[Callable[[], int]] = _real["monotonic_ns"]
+_real_perf_counter: Final[Callable[[], float]] = _real["perf_counter"]
+_real_perf_counter_ns: Final[Callable[[], int]] = _real["perf_counter_ns"]
+_real_time: Final[Callable[[], float]] = _real["time"]
+_real_time_ns: Final[Callable[[], int]] = _real["time_ns"]
+_real_localtime: Final = _real["localtime"]
+_real_gmtime: Final = _real["gmtime"]
+_real_ctime: Final = _real["ctime"]
+_real_asctime: Final = _real["asctime"]
+_real_strftime: Final = _real["strftime"]
+_CLOCK_REALTIME: Final = getattr(_time, "CLOCK_REALTIME", None)
+_CLOCK_MONOTONIC: Final = getattr(_time, "CLOCK_MONOTONIC", None)
+
+# The original class methods (descriptor objects), taken out of the classes while patched.
+# Descriptors on copies of the C definitions, taken now: the real class methods for ever,
+# whichever way the classes' own are redirected.
+_REAL_NOW: Final = _hook.real_class_method(_REAL_DATETIME, "now")
+_REAL_UTCNOW: Final = (
+    _hook.real_class_method(_REAL_DATETIME, "utcnow") if "utcnow" in vars(_REAL_DATETIME) else None
+)
+_REAL_TODAY: Final = _hook.real_class_method(_REAL_DATE, "today")
+_real_datetime_now: Final = _REAL_NOW.__get__(None, _REAL_DATETIME)
+
+# The optional compiled trampolines (setup.py builds them when it can); without them, or with
+# VIRTUALTIME_PURE_PYTHON=1, the pure-Python path (see virtualtime._hook) is used.
+_cdate: types.ModuleType | None = None
+if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
+    try:
+        from . import _cdate
+    except ImportError:
+        _cdate = None
 
 _UTCNOW_WARNS: Final = sys.version_info >= (3, 12)
 # Python's own wording (3.12+), so filters written against the real warning match ours.
@@ -126,29 +171,62 @@ _UTCNOW_MESSAGE: Final = (
     "datetime.datetime.now(datetime.UTC)."
 )
 
+REAL_TIME_MODULES: Final = frozenset(
+    {
+        "threading",
+        "queue",
+        "selectors",
+        "subprocess",
+        "socketserver",
+        "sched",
+        "asyncio",
+        "concurrent",
+        "multiprocessing",
+        "virtualtime",
+        "trio._core",
+        "anyio._backends",
+    }
+)
+"""Callers that keep the real clocks even on the patched thread (a name covers its submodules).
+
+The stdlib modules that time real blocking waits with ``time.monotonic`` (``queue.get(timeout=)``
+would otherwise never time out), asyncio's and the async libraries' run-loop internals, and
+virtualtime's own engine (which paces ``rate=`` and waits for threads in real time).  Threads
+started from these modules (worker pools) keep real clocks as well.  ``sched`` is here
+because its default ``delayfunc`` is the blocking ``time.sleep``.
+"""
+
 
 # --------------------------------------------------------------------------- routing
 
-
-class _ThreadState(threading.local):
-    """Per thread: the patch whose loop is running on this thread, if any."""
-
-    current: TimePatch | None = None
-    outer: list[TimePatch | None] | None = None
-
-
-_state: Final = _ThreadState()
+_routes: Final[dict[int, ClockPatch]] = {}  # thread ident -> the patch whose clock it reads
+_route: Final = _routes.get
+_ident: Final = threading.get_ident
+_frame: Final = sys._getframe
+_verdicts: Final[dict[object, bool]] = {}
 
 
-def _forget_in_child() -> None:
-    # A process forked from the loop's thread inherits this thread's state, but not the
-    # running loop: its clocks must be real.  The stand-ins stay installed and fall through.
-    _state.current = None
-    _state.outer = None
+def _keeps_real_time(name: object) -> bool:
+    verdict = _verdicts.get(name)
+    if verdict is None:
+        verdict = False
+        if isinstance(name, str):
+            parts = name.split(".")
+            verdict = any(
+                ".".join(parts[:n]) in REAL_TIME_MODULES for n in range(1, len(parts) + 1)
+            )
+        _verdicts[name] = verdict
+    return verdict
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_in_child)
+def _caller_keeps_real_time(depth: int = 2) -> bool:
+    """True when the code that called the clock (``depth`` frames up) keeps real time."""
+    try:
+        name = _frame(depth).f_globals.get("__name__")
+    except ValueError:  # pragma: no cover - called from C with no Python frame
+        return True
+    verdict = _verdicts.get(name)
+    return _keeps_real_time(name) if verdict is None else verdict
 
 
 @functools.lru_cache(maxsize=64)
@@ -168,86 +246,111 @@ def _wall_ns(loop: VirtualEventLoop, wall: float) -> int:
     return _epoch_ns(wall) + loop._vt_ticks - to_ticks(loop.start_time)
 
 
+_last_datetime: list[Any] = [None, None, None, None]  # cls, tz, wall_ns -> the value
+
+
 def _datetime_at(cls: type[_dt.datetime], tz: _dt.tzinfo | None, wall_ns: int) -> Any:
-    secs, rest = divmod(wall_ns, TICKS_PER_SECOND)
-    base = _REAL_DATETIME if cls is _VirtualDatetime else cls
-    # Whole seconds through fromtimestamp (local time and DST folds as the real now() does),
-    # then the microseconds, truncated like the real clock.
-    return base.fromtimestamp(secs, tz).replace(microsecond=rest // 1000)
+    # Virtual time stands still while code runs, so many reads in a row ask for the same
+    # instant: the last answer is kept (datetimes are immutable).
+    last = _last_datetime
+    if last[2] == wall_ns and last[0] is cls and last[1] is tz:
+        return last[3]
+    if cls is _REAL_DATETIME and tz is _UTC:
+        value: Any = _EPOCH_UTC + _dt.timedelta(microseconds=wall_ns // 1000)
+    else:
+        secs, rest = divmod(wall_ns, TICKS_PER_SECOND)
+        # Whole seconds through fromtimestamp (local time and DST folds as the real now()
+        # does), then the microseconds, truncated like the real clock.
+        value = cls.fromtimestamp(secs, tz).replace(microsecond=rest // 1000)
+    last[:] = (cls, tz, wall_ns, value)
+    return value
 
 
-# --------------------------------------------------------------- the patch itself
+# --------------------------------------------------------------- the patches
 
 
-class TimePatch:
-    """Makes the stdlib clocks follow one virtual loop while it runs, in its thread.
+def check_wall_start(wall_start: object) -> float:
+    """Validate ``wall_start``; return the wall-clock epoch as a POSIX timestamp.
 
-    The loop creates one when built with ``patch_time=True`` and enters it around each
-    ``run_forever()``; users never need to touch it.  Entering is re-entrant and thread-safe:
-    two patched loops may run at once in two threads, each thread seeing its own loop's time,
-    and the module attributes are restored (by identity) when the last one stops -- also when
-    the run ends with an exception.
+    ``None`` means the real time now.  A number is a POSIX timestamp (seconds since
+    1970-01-01 UTC).  An aware ``datetime`` is that instant; a *naive* one is read as local
+    time, as ``datetime.timestamp()`` reads it -- so ``datetime.now()`` starts at exactly
+    the naive value given, on every machine, while ``time.time()`` depends on the machine's
+    time zone.  Pass an aware datetime when ``time.time()`` must be the same everywhere.
+    """
+    if wall_start is None:
+        return _real_time()
+    if isinstance(wall_start, _REAL_DATETIME):
+        try:
+            stamp = wall_start.timestamp()
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ValueError(
+                f"wall_start must be a datetime the platform can convert to a POSIX "
+                f"timestamp, got {wall_start!r} ({exc})"
+            ) from None
+    elif isinstance(wall_start, _REAL_DATE):
+        raise TypeError(
+            f"wall_start must be a POSIX timestamp or a datetime.datetime, got the date "
+            f"{wall_start!r}; pass datetime.datetime({wall_start.year}, "
+            f"{wall_start.month}, {wall_start.day}, tzinfo=...) for midnight"
+        )
+    elif isinstance(wall_start, bool) or not isinstance(wall_start, Real):
+        raise TypeError(
+            f"wall_start must be None, a POSIX timestamp (a real number) or a "
+            f"datetime.datetime, got {wall_start!r} ({type(wall_start).__name__})"
+        )
+    else:
+        stamp = check_finite("wall_start", wall_start)
+    try:
+        _EPOCH_UTC + _dt.timedelta(microseconds=_epoch_ns(stamp) // 1000)
+    except (OverflowError, InvalidOperation):
+        raise ValueError(
+            f"wall_start must lie within datetime's range (years 1 to 9999), got {wall_start!r}"
+        ) from None
+    return stamp
+
+
+class ClockPatch:
+    """Makes the stdlib clocks follow one virtual clock while it runs, in its thread.
+
+    The base of :class:`TimePatch` (asyncio) and of the trio clock's patch; subclasses say how
+    to read the clock (:meth:`seconds`, :meth:`ticks`).  Enter it around the run, in the
+    run's thread.  Entering is re-entrant and thread-safe: two patched runs may go on at once
+    in two threads, each thread seeing its own clock, and everything is restored (by
+    identity) when the last one stops -- also when the run ends with an exception.
     """
 
-    __slots__ = ("_offset_ns", "loop", "wall_start")
+    __slots__ = ("_offset_ns", "_outer", "_pid", "_threads", "seconds", "wall_start")
 
-    def __init__(self, loop: VirtualEventLoop, wall_start: float) -> None:
-        self.loop = loop
+    def __init__(self, seconds: Any, start_ticks: int, wall_start: float) -> None:
+        self.seconds = seconds  # the clock's time() as a float: monotonic()/perf_counter()
         self.wall_start = wall_start
-        self._offset_ns = _epoch_ns(wall_start) - to_ticks(loop.start_time)
+        self._offset_ns = _epoch_ns(wall_start) - start_ticks
+        self._outer: list[tuple[int, ClockPatch | None]] = []
+        self._threads: set[int] = set()  # threads started during the run (see module doc)
+        self._pid = 0
 
-    @staticmethod
-    def check_wall_start(wall_start: object) -> float:
-        """Validate ``wall_start``; return the wall-clock epoch as a POSIX timestamp.
+    check_wall_start = staticmethod(check_wall_start)
 
-        ``None`` means the real time now.  A number is a POSIX timestamp (seconds since
-        1970-01-01 UTC).  An aware ``datetime`` is that instant; a *naive* one is read as local
-        time, as ``datetime.timestamp()`` reads it -- so ``datetime.now()`` starts at exactly
-        the naive value given, on every machine, while ``time.time()`` depends on the machine's
-        time zone.  Pass an aware datetime when ``time.time()`` must be the same everywhere.
-        """
-        if wall_start is None:
-            return _real_time()
-        if isinstance(wall_start, _REAL_DATETIME):
-            try:
-                stamp = wall_start.timestamp()
-            except (OverflowError, OSError, ValueError) as exc:
-                raise ValueError(
-                    f"wall_start must be a datetime the platform can convert to a POSIX "
-                    f"timestamp, got {wall_start!r} ({exc})"
-                ) from None
-        elif isinstance(wall_start, _REAL_DATE):
-            raise TypeError(
-                f"wall_start must be a POSIX timestamp or a datetime.datetime, got the date "
-                f"{wall_start!r}; pass datetime.datetime({wall_start.year}, "
-                f"{wall_start.month}, {wall_start.day}, tzinfo=...) for midnight"
-            )
-        elif isinstance(wall_start, bool) or not isinstance(wall_start, Real):
-            raise TypeError(
-                f"wall_start must be None, a POSIX timestamp (a real number) or a "
-                f"datetime.datetime, got {wall_start!r} ({type(wall_start).__name__})"
-            )
-        else:
-            stamp = check_finite("wall_start", wall_start)
-        try:
-            _EPOCH_UTC + _dt.timedelta(microseconds=_epoch_ns(stamp) // 1000)
-        except (OverflowError, InvalidOperation):
-            raise ValueError(
-                f"wall_start must lie within datetime's range (years 1 to 9999), got {wall_start!r}"
-            ) from None
-        return stamp
+    def ticks(self) -> int:
+        """The clock's time in integer nanoseconds: ``monotonic_ns()``."""
+        raise NotImplementedError  # pragma: no cover
 
     def wall_ns(self) -> int:
         """The virtual wall clock now, in nanoseconds since 1970-01-01 UTC."""
-        return self._offset_ns + self.loop._vt_ticks
+        return self._offset_ns + self.ticks()
+
+    @property
+    def active(self) -> bool:
+        """Whether a run of this clock is patched right now (in the process that entered it)."""
+        return bool(self._outer) and self._pid == os.getpid()
 
     def __enter__(self) -> None:
         _install()
-        outer = _state.outer
-        if outer is None:
-            outer = _state.outer = []
-        outer.append(_state.current)
-        _state.current = self
+        ident = _ident()
+        self._pid = os.getpid()
+        self._outer.append((ident, _routes.get(ident)))
+        _routes[ident] = self
 
     def __exit__(
         self,
@@ -255,14 +358,84 @@ class TimePatch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._pid != os.getpid():  # entered before a fork: the child already let go
+            self._outer.clear()
+            return
         try:
-            outer = _state.outer
-            _state.current = outer.pop() if outer else None
+            ident, outer = self._outer.pop()
+            if outer is None:
+                _routes.pop(ident, None)
+            else:
+                _routes[ident] = outer
+            if not self._outer:
+                for thread in self._threads:
+                    if _routes.get(thread) is self:
+                        del _routes[thread]
+                self._threads.clear()
         finally:
             _uninstall()
 
+    def _share_with_thread(self, thread: threading.Thread) -> None:
+        """Let ``thread`` (about to start) read this clock while this run lasts."""
+        run = thread.run
+
+        def run_in_virtual_time() -> None:
+            ident = _ident()
+            if self.active:
+                self._threads.add(ident)
+                _routes[ident] = self
+            try:
+                run()
+            finally:
+                if _routes.get(ident) is self:
+                    del _routes[ident]
+
+        thread.run = run_in_virtual_time  # type: ignore[method-assign]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} wall_start={self.wall_start!r}>"
+
+
+class TimePatch(ClockPatch):
+    """The patch of one :class:`~virtualtime.VirtualEventLoop` (``patch_time=True``).
+
+    The loop creates one and enters it around each ``run_forever()``; users never touch it.
+    """
+
+    __slots__ = ("loop",)
+
+    def __init__(self, loop: VirtualEventLoop, wall_start: float) -> None:
+        super().__init__(loop.time, to_ticks(loop.start_time), wall_start)
+        self.loop = loop
+
+    def ticks(self) -> int:
+        return self.loop._vt_ticks
+
     def __repr__(self) -> str:
         return f"<TimePatch loop={self.loop!r} wall_start={self.wall_start!r}>"
+
+
+class TrioClockPatch(ClockPatch):
+    """The patch of one :class:`virtualtime.trio.VirtualClock` (``patch_time=True``).
+
+    The clock enters it when trio starts the run (``start_clock``) and leaves it when the run
+    ends (the ``after_run`` instrument hook, which trio calls however the run ends).
+    """
+
+    __slots__ = ("clock",)
+
+    def __init__(self, clock: Any, start_ticks: int, wall_start: float) -> None:
+        super().__init__(clock.current_time, start_ticks, wall_start)
+        self.clock = clock
+
+    def ticks(self) -> int:
+        clock = self.clock
+        if clock._rate:
+            return to_ticks(clock.current_time())
+        return clock._ticks  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<TrioClockPatch clock={self.clock!r} wall_start={self.wall_start!r}>"
 
 
 def wall_time(loop: VirtualEventLoop | None = None) -> _dt.datetime:
@@ -288,315 +461,306 @@ def wall_time(loop: VirtualEventLoop | None = None) -> _dt.datetime:
     return _EPOCH_UTC + _dt.timedelta(microseconds=wall_ns // 1000)
 
 
-# ------------------------------------------------------------------- the stand-ins
+# ------------------------------------------------------------------- the replacements
 #
-# Each one asks the thread-local state first and calls the original when this thread runs no
-# patched loop: correct from any thread, at any time, forever.
+# Each one: which patch routes this thread?  None, or a caller in REAL_TIME_MODULES: the real
+# clock.  Otherwise the patch's clock.  They are called in place of the C clocks with exactly
+# the C clocks' arguments (see _hook).
 
 
-def virtual_monotonic() -> float:
-    """``time.monotonic()``, or the running patched loop's ``time()`` on its thread."""
-    patch = _state.current
-    if patch is None:
+def _monotonic() -> float:
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
         return _real_monotonic()
-    return patch.loop.time()
+    return patch.seconds()  # type: ignore[no-any-return]
 
 
-def virtual_monotonic_ns() -> int:
-    """``time.monotonic_ns()``, or the running patched loop's tick on its thread."""
-    patch = _state.current
-    if patch is None:
+def _monotonic_ns() -> int:
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
         return _real_monotonic_ns()
-    return patch.loop._vt_ticks
+    return patch.ticks()
 
 
-def virtual_perf_counter() -> float:
-    """``time.perf_counter()``, or the running patched loop's ``time()`` on its thread."""
-    patch = _state.current
-    if patch is None:
+def _perf_counter() -> float:
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
         return _real_perf_counter()
-    return patch.loop.time()
+    return patch.seconds()  # type: ignore[no-any-return]
 
 
-def virtual_perf_counter_ns() -> int:
-    """``time.perf_counter_ns()``, or the running patched loop's tick on its thread."""
-    patch = _state.current
-    if patch is None:
+def _perf_counter_ns() -> int:
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
         return _real_perf_counter_ns()
-    return patch.loop._vt_ticks
+    return patch.ticks()
 
 
-def virtual_time() -> float:
-    """``time.time()``, or the running patched loop's wall clock on its thread."""
-    patch = _state.current
-    if patch is None:
+def _time_now() -> float:
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
         return _real_time()
     return patch.wall_ns() / TICKS_PER_SECOND
 
 
-def virtual_time_ns() -> int:
-    """``time.time_ns()``, or the running patched loop's wall clock on its thread."""
-    patch = _state.current
-    if patch is None:
+def _time_ns() -> int:
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
         return _real_time_ns()
     return patch.wall_ns()
 
 
 def _wall_seconds() -> int | None:
-    patch = _state.current
-    if patch is None:
+    """The virtual wall clock in whole seconds for the caller's caller, or None (real)."""
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time(3):
         return None
     return patch.wall_ns() // TICKS_PER_SECOND
 
 
-def virtual_localtime(secs: float | None = None) -> _time.struct_time:
-    """``time.localtime()``; without ``secs``, of the virtual wall clock when patched."""
-    if secs is None:
-        secs = _wall_seconds()
-    return _real_localtime(secs)
+def _localtime(*args: Any) -> Any:
+    if args and args[0] is not None:
+        return _real_localtime(*args)
+    return _real_localtime(_wall_seconds(), *args[1:])
 
 
-def virtual_gmtime(secs: float | None = None) -> _time.struct_time:
-    """``time.gmtime()``; without ``secs``, of the virtual wall clock when patched."""
-    if secs is None:
-        secs = _wall_seconds()
-    return _real_gmtime(secs)
+def _gmtime(*args: Any) -> Any:
+    if args and args[0] is not None:
+        return _real_gmtime(*args)
+    return _real_gmtime(_wall_seconds(), *args[1:])
 
 
-def virtual_ctime(secs: float | None = None) -> str:
-    """``time.ctime()``; without ``secs``, of the virtual wall clock when patched."""
-    if secs is None:
-        secs = _wall_seconds()
-    return _real_ctime(secs)
+def _ctime(*args: Any) -> Any:
+    if args and args[0] is not None:
+        return _real_ctime(*args)
+    return _real_ctime(_wall_seconds(), *args[1:])
 
 
-def virtual_asctime(*t: Any) -> str:
-    """``time.asctime()``; without a time tuple, of the virtual wall clock when patched."""
-    if t:
-        return _real_asctime(*t)
+def _asctime(*args: Any) -> Any:
+    if args:
+        return _real_asctime(*args)
     secs = _wall_seconds()
     return _real_asctime() if secs is None else _real_asctime(_real_localtime(secs))
 
 
-def virtual_strftime(format: str, *t: Any) -> str:
-    """``time.strftime()``; without a time tuple, of the virtual wall clock when patched."""
-    if t:
-        return _real_strftime(format, *t)
+def _strftime(*args: Any) -> Any:
+    if len(args) != 1:
+        return _real_strftime(*args)
     secs = _wall_seconds()
     if secs is None:
-        return _real_strftime(format)
-    return _real_strftime(format, _real_localtime(secs))
+        return _real_strftime(*args)
+    return _real_strftime(args[0], _real_localtime(secs))
 
 
-_STAND_IN_FUNCTIONS: dict[str, Any] = {
-    "monotonic": virtual_monotonic,
-    "monotonic_ns": virtual_monotonic_ns,
-    "perf_counter": virtual_perf_counter,
-    "perf_counter_ns": virtual_perf_counter_ns,
-    "time": virtual_time,
-    "time_ns": virtual_time_ns,
-    "localtime": virtual_localtime,
-    "gmtime": virtual_gmtime,
-    "ctime": virtual_ctime,
-    "asctime": virtual_asctime,
-    "strftime": virtual_strftime,
+def _clock_gettime(*args: Any) -> Any:
+    patch = _route(_ident())
+    if patch is not None and len(args) == 1 and not _caller_keeps_real_time():
+        if args[0] == _CLOCK_REALTIME:
+            return patch.wall_ns() / TICKS_PER_SECOND
+        if args[0] == _CLOCK_MONOTONIC:
+            return patch.seconds()
+    return _real["clock_gettime"](*args)
+
+
+def _clock_gettime_ns(*args: Any) -> Any:
+    patch = _route(_ident())
+    if patch is not None and len(args) == 1 and not _caller_keeps_real_time():
+        if args[0] == _CLOCK_REALTIME:
+            return patch.wall_ns()
+        if args[0] == _CLOCK_MONOTONIC:
+            return patch.ticks()
+    return _real["clock_gettime_ns"](*args)
+
+
+_REPLACEMENTS: Final[dict[str, Any]] = {
+    "monotonic": _monotonic,
+    "monotonic_ns": _monotonic_ns,
+    "perf_counter": _perf_counter,
+    "perf_counter_ns": _perf_counter_ns,
+    "time": _time_now,
+    "time_ns": _time_ns,
+    "localtime": _localtime,
+    "gmtime": _gmtime,
+    "ctime": _ctime,
+    "asctime": _asctime,
+    "strftime": _strftime,
+    "clock_gettime": _clock_gettime,
+    "clock_gettime_ns": _clock_gettime_ns,
 }
 
-if hasattr(_time, "clock_gettime"):  # Unix only
-    _real_clock_gettime: Final = _time.clock_gettime
-    _real_clock_gettime_ns: Final = _time.clock_gettime_ns
-    _CLOCK_REALTIME: Final[int] = _time.CLOCK_REALTIME
-    _CLOCK_MONOTONIC: Final[int] = _time.CLOCK_MONOTONIC
 
-    def virtual_clock_gettime(clk_id: int, /) -> float:
-        """``time.clock_gettime()``; CLOCK_REALTIME and CLOCK_MONOTONIC follow the loop."""
-        patch = _state.current
-        if patch is not None:
-            if clk_id == _CLOCK_REALTIME:
-                return patch.wall_ns() / TICKS_PER_SECOND
-            if clk_id == _CLOCK_MONOTONIC:
-                return patch.loop.time()
-        return _real_clock_gettime(clk_id)
-
-    def virtual_clock_gettime_ns(clk_id: int, /) -> int:
-        """``time.clock_gettime_ns()``; CLOCK_REALTIME and CLOCK_MONOTONIC follow the loop."""
-        patch = _state.current
-        if patch is not None:
-            if clk_id == _CLOCK_REALTIME:
-                return patch.wall_ns()
-            if clk_id == _CLOCK_MONOTONIC:
-                return patch.loop._vt_ticks
-        return _real_clock_gettime_ns(clk_id)
-
-    _STAND_IN_FUNCTIONS["clock_gettime"] = virtual_clock_gettime
-    _STAND_IN_FUNCTIONS["clock_gettime_ns"] = virtual_clock_gettime_ns
+def _now(cls: type[_dt.datetime], tz: _dt.tzinfo | None = None) -> Any:
+    """``cls.now(tz)``: the virtual wall clock on a patched thread, else the real one."""
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
+        if cls is _REAL_DATETIME:
+            return _real_datetime_now(tz)
+        return _REAL_NOW.__get__(None, cls)(tz)
+    return _datetime_at(cls, tz, patch.wall_ns())
 
 
-class _StandInMeta(type):
-    """Lets the stand-in classes answer ``isinstance``/``issubclass`` for the real ones.
-
-    Only the two stand-ins themselves are widened; a class that subclasses a stand-in keeps
-    the ordinary checks (a real datetime is not an instance of a user's subclass).
-    """
-
-    def __instancecheck__(cls, instance: object) -> bool:
-        real = _REAL_OF.get(cls)
-        if real is not None:
-            return isinstance(instance, real)
-        return super().__instancecheck__(instance)
-
-    def __subclasscheck__(cls, subclass: type) -> bool:
-        real = _REAL_OF.get(cls)
-        if real is not None:
-            return issubclass(subclass, real)
-        return super().__subclasscheck__(subclass)
+def _utcnow(cls: type[_dt.datetime]) -> Any:
+    """``cls.utcnow()``, warning as Python's own does from 3.12 (attributed to the caller)."""
+    if _UTCNOW_WARNS:
+        warnings.warn(_UTCNOW_MESSAGE, DeprecationWarning, stacklevel=2)
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
+        aware = _REAL_NOW.__get__(None, cls)(_UTC)
+    else:
+        aware = _datetime_at(cls, _UTC, patch.wall_ns())
+    return aware.replace(tzinfo=None)
 
 
-class _VirtualDatetime(_dt.datetime, metaclass=_StandInMeta):
-    """Stand-in for ``datetime.datetime`` while a patched loop runs somewhere.
-
-    ``now``/``utcnow``/``today`` read the virtual wall clock on a patched loop's thread and
-    the real one elsewhere.  Constructing it (directly or through ``fromtimestamp``,
-    ``fromisoformat``, ``combine``, ...) returns plain ``datetime.datetime`` instances.
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is _VirtualDatetime:
-            return _REAL_DATETIME(*args, **kwargs)
-        return super().__new__(cls, *args, **kwargs)
-
-    @classmethod
-    def now(cls, tz: _dt.tzinfo | None = None) -> Self:
-        """The current local datetime, or in ``tz`` -- virtual on a patched loop's thread."""
-        patch = _state.current
-        if patch is None:
-            if cls is _VirtualDatetime:
-                return cast(Self, _REAL_DATETIME.now(tz))
-            return super().now(tz)
-        return cast(Self, _datetime_at(cls, tz, patch.wall_ns()))
-
-    @classmethod
-    def today(cls) -> Self:
-        """The current local datetime (naive) -- virtual on a patched loop's thread."""
-        patch = _state.current
-        if patch is None:
-            if cls is _VirtualDatetime:
-                return cast(Self, _REAL_DATETIME.today())
-            return super().today()
-        return cast(Self, _datetime_at(cls, None, patch.wall_ns()))
-
-    if hasattr(_REAL_DATETIME, "utcnow"):
-
-        @classmethod
-        def utcnow(cls) -> Self:
-            """The current UTC datetime, naive; deprecated by Python 3.12 as the real one."""
-            if _UTCNOW_WARNS:
-                # Python's own warning, attributed to the caller as the C function's is.
-                warnings.warn(_UTCNOW_MESSAGE, DeprecationWarning, stacklevel=2)
-            patch = _state.current
-            aware: _dt.datetime
-            if patch is None:
-                aware = _REAL_DATETIME.now(_UTC) if cls is _VirtualDatetime else super().now(_UTC)
-            else:
-                aware = _datetime_at(cls, _UTC, patch.wall_ns())
-            return cast(Self, aware.replace(tzinfo=None))
+def _today(cls: type[_dt.date]) -> Any:
+    """``cls.today()`` (``date.today()``, and ``datetime.today()`` which inherits it)."""
+    patch = _route(_ident())
+    if patch is None or _caller_keeps_real_time():
+        return _REAL_TODAY.__get__(None, cls)()
+    if issubclass(cls, _REAL_DATETIME):
+        return _datetime_at(cls, None, patch.wall_ns())
+    return cls.fromtimestamp(patch.wall_ns() // TICKS_PER_SECOND)
 
 
-class _VirtualDate(_dt.date, metaclass=_StandInMeta):
-    """Stand-in for ``datetime.date``: ``today()`` follows the virtual wall clock.
-
-    Constructing it returns plain ``datetime.date`` instances.
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is _VirtualDate:
-            return _REAL_DATE(*args, **kwargs)
-        return super().__new__(cls, *args, **kwargs)
-
-    @classmethod
-    def today(cls) -> Self:
-        """The current local date -- virtual on a patched loop's thread."""
-        patch = _state.current
-        if patch is None:
-            if cls is _VirtualDate:
-                return cast(Self, _REAL_DATE.today())
-            return super().today()
-        base = _REAL_DATE if cls is _VirtualDate else cls
-        return cast(Self, base.fromtimestamp(patch.wall_ns() // TICKS_PER_SECOND))
-
-
-_REAL_OF: Final[dict[type, type]] = {
-    _VirtualDatetime: _REAL_DATETIME,
-    _VirtualDate: _REAL_DATE,
+_CLASS_METHODS: Final[dict[str, tuple[type, Any]]] = {
+    "now": (_REAL_DATETIME, _now),
+    "today": (_REAL_DATE, _today),
 }
+if _REAL_UTCNOW is not None:
+    _CLASS_METHODS["utcnow"] = (_REAL_DATETIME, _utcnow)
 
-# Pickling (see the module docstring): the stand-ins answer to the real names, and real values
-# reduce through them while they are installed.
-for _stand_in, _real in _REAL_OF.items():
-    _stand_in.__module__ = _real.__module__
-    _stand_in.__name__ = _stand_in.__qualname__ = _real.__name__
+# The compiled path needs each class method to have the convention its trampoline expects.
+_EXPECTED_CONVENTIONS: Final = {"now": 0x0082, "utcnow": 0x0004, "today": 0x0004}
+if _cdate is not None and any(
+    _hook.class_method_convention(cls, name) != _EXPECTED_CONVENTIONS[name]
+    for name, (cls, _) in _CLASS_METHODS.items()
+):  # pragma: no cover - a CPython whose datetime changed its calling conventions
+    _cdate = None
+if _cdate is not None:
+    _cdate.set_targets(_now, _utcnow, _today)
+
+COMPILED: Final = _cdate is not None
+"""Whether the compiled trampolines are in use (else the pure-Python path)."""
 
 
-def _reduce_datetime(value: _dt.datetime) -> tuple[Any, ...]:
-    return (_VirtualDatetime, value.__reduce_ex__(4)[1])
+_METHOD_NAMES: Final = frozenset(_CLASS_METHODS)
+_real_thread_start: Final = threading.Thread.start
 
 
-def _reduce_date(value: _dt.date) -> tuple[Any, ...]:
-    return (_VirtualDate, value.__reduce_ex__(4)[1])
-
-
-_REDUCERS: Final[dict[type, Callable[[Any], tuple[Any, ...]]]] = {
-    _REAL_DATETIME: _reduce_datetime,
-    _REAL_DATE: _reduce_date,
-}
-
-# Where each stand-in goes: (namespace dict, key, stand-in).  Module attributes are written
-# straight into the module's __dict__ (what setattr on a plain module does), and the copyreg
-# entries into its dispatch table, so installing is a handful of dict stores.
-_TARGETS: Final[tuple[tuple[dict[Any, Any], Any, object], ...]] = (
-    *((vars(_time), name, func) for name, func in _STAND_IN_FUNCTIONS.items()),
-    (vars(_dt), "datetime", _VirtualDatetime),
-    (vars(_dt), "date", _VirtualDate),
-    *((copyreg.dispatch_table, cls, reducer) for cls, reducer in _REDUCERS.items()),
-)
+def _thread_start(thread: threading.Thread) -> None:
+    """``Thread.start`` while patched: a thread started from a patched run shares its clock."""
+    patch = _route(_ident())
+    # The caller's module decides (a subclass's start() calling super().start() is the caller).
+    if patch is not None and not _caller_keeps_real_time():
+        patch._share_with_thread(thread)
+    _real_thread_start(thread)
 
 
 # ------------------------------------------------------------ install / uninstall
 
-_lock: Final = threading.Lock()
+_FREE_THREADED: Final = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+_lock = threading.Lock()
 _users = 0
-_ABSENT: Final = object()
-_saved: list[object] = []  # what each target held before, in _TARGETS order
+_applied = _hook.Redirections()
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    found, todo = [cls], [cls]
+    while todo:
+        sub: type
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return found
+
+
+_scanned: list[weakref.ref[Any]] = []
+_scanned_with: tuple[int, int] = (-1, -1)  # (len(sys.modules), number of date classes)
+
+
+def _bound_methods() -> list[Any]:
+    """Bound builtin ``now``/``utcnow``/``today`` methods of the date classes someone holds.
+
+    Such objects are made when a program reads ``datetime.now`` without calling it -- nearly
+    always while a module is imported (attrs defaults, partials at module level) or a class
+    is defined.  So the heap is searched again (``gc.get_referrers`` on the date classes)
+    only when a module was imported or a date subclass defined since the last search;
+    otherwise the methods found then (those still alive) are reused, which keeps installing
+    cheap in a test suite or a loop driven by many ``evolve()`` calls.  The one case this
+    misses: ``partial(datetime.now, ...)`` made at run time, outside any run, after the last
+    search, with no import in between -- it reads the real clock until the next search.
+    """
+    global _scanned_with
+    classes = tuple(_all_subclasses(_REAL_DATE))
+    key = (len(sys.modules), len(classes))
+    if key != _scanned_with:
+        found = _hook.bound_methods(classes, _METHOD_NAMES)
+        # Not our own unpatched copy: it must keep calling the C clock.
+        _scanned[:] = [weakref.ref(m) for m in found if m is not _real_datetime_now]
+        _scanned_with = key
+    alive = [method() for method in _scanned]
+    return [method for method in alive if method is not None]
 
 
 def _install() -> None:
-    """Put the stand-ins in place (first user) and count one more user."""
+    """Redirect the clocks (first user) and count one more user."""
     global _users
+    if _FREE_THREADED:
+        raise RuntimeError(
+            "patch_time=True is not supported on a free-threaded (no-GIL) Python build: it "
+            "redirects the clock objects in place, which is safe only under the GIL"
+        )
     with _lock:
         if _users == 0:
-            saved = _saved
-            for namespace, key, ours in _TARGETS:
-                saved.append(namespace.get(key, _ABSENT))
-                namespace[key] = ours
+            applied = _applied
+            try:
+                for name in _CLOCKS:  # clock_gettime exists on Unix only
+                    applied.redirect_function(getattr(_time, name), _REPLACEMENTS[name])
+                if _cdate is not None:
+                    # The C definitions themselves: every lookup and bound method follows.
+                    addresses = _cdate.addresses()
+                    for name, (cls, _) in _CLASS_METHODS.items():
+                        applied.redirect_definition(cls, name, addresses[name])
+                else:
+                    for name, (cls, function) in _CLASS_METHODS.items():
+                        applied.replace_class_attribute(cls, name, classmethod(function))
+                    # Bound methods stored before the run: attrs factories,
+                    # functools.partial(datetime.now, UTC), defaults.
+                    for method in _bound_methods():
+                        function = _CLASS_METHODS[method.__name__][1]
+                        applied.redirect_function(
+                            method, functools.partial(function, method.__self__)
+                        )
+                applied.replace_class_attribute(threading.Thread, "start", _thread_start)
+            except BaseException:
+                applied.undo()
+                raise
         _users += 1
 
 
 def _uninstall() -> None:
-    """Count one user less; the last one puts every original back."""
+    """Count one user less; the last one restores every clock."""
     global _users
     with _lock:
         _users -= 1
         if _users == 0:
-            for (namespace, key, ours), previous in zip(_TARGETS, _saved, strict=True):
-                # Only where ours is still in place: if another tool (freezegun, a test's
-                # monkeypatch) replaced it meanwhile, undoing that is its business.
-                if namespace.get(key) is ours:
-                    if previous is _ABSENT:
-                        del namespace[key]
-                    else:
-                        namespace[key] = previous
-            _saved.clear()
+            _applied.undo()
+
+
+def installed() -> bool:
+    """Whether the clocks are redirected right now (for tests and diagnostics)."""
+    return bool(_applied)
+
+
+def _forget_in_child() -> None:
+    # A process forked from the loop's thread inherits the redirections, but not the running
+    # loop: restore everything at once; the patches entered before the fork notice (pid).
+    global _users, _lock
+    _lock = threading.Lock()
+    _routes.clear()
+    _users = 0
+    _applied.undo()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

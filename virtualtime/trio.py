@@ -15,26 +15,43 @@ private ``MockClock._autojump()`` method, so a third-party clock cannot reuse it
 floats.  :class:`VirtualClock` is built only on trio's public interfaces:
 
 * ``trio.abc.Clock.deadline_to_sleep_time`` is called by the run loop exactly when no task is
-  runnable, with the next deadline.  That is the moment to decide: jump, wait, or declare a
-  deadlock.
-* A small ``trio.abc.Instrument`` (added with ``trio.lowlevel.add_instrument`` when the run
-  starts) sees ``before_io_wait(timeout)`` and ``after_io_wait(timeout)``.  The clock answers
-  ``deadline_to_sleep_time`` with a *probe* value; if the loop then waits for less than the
-  probe, a task in ``trio.testing.wait_all_tasks_blocked`` has asked to be woken first, and
-  the clock leaves time alone so that task wakes before time moves.  Otherwise the clock
-  jumps, and ends the I/O wait at once with ``TrioToken.run_sync_soon`` (one wake-up byte),
-  so a jump costs no real time.  With ``autojump_threshold > 0`` the probe *is* the threshold:
-  the loop waits that long in real time and the clock jumps only if nothing happened meanwhile
-  (``trio.lowlevel.current_statistics().tasks_runnable == 0``).
-* Worker threads: ``trio.testing.active_thread_count()`` counts ``trio.to_thread.run_sync``
-  jobs in flight, whatever limiter they use (anyio's ``to_thread.run_sync`` included).  While
-  it is non-zero, virtual time stands still and the loop sleeps until the thread reports back,
-  so a thread's answer can never lose to a virtual ``fail_after``.  One refinement keeps a
-  thread that calls back into trio (``trio.from_thread.run(trio.sleep, 1)``) from freezing
-  time for ever: the clock looks at the tasks waiting in ``trio.to_thread.run_sync`` (public
-  ``Task.iter_await_frames``) and lets time move only when it can account for every thread
-  job and each of them is running a ``from_thread`` call in trio rather than waiting for its
-  thread.  If it cannot account for them, it keeps time still -- the safe side.
+  runnable, with the next deadline.  With nothing outside the run to wait for, the clock
+  answers 0: trio polls I/O *without blocking*, and a small ``trio.abc.Instrument`` jumps the
+  clock to that deadline in ``after_io_wait`` if the poll woke nobody -- so every jump comes
+  after trio has looked at I/O, and the deadline expires in the same turn of the loop.  No
+  wake-up socket, no extra turn (MockClock needs two turns per jump).
+* The instrument's ``task_scheduled`` hook (a bare ``list.append``) records every task that
+  becomes runnable.  At the next idle question the clock reads what each of those tasks now
+  waits for from its chain of awaited coroutines (public ``Task.coro``; ``cr_await``): a
+  ``trio.testing.wait_all_tasks_blocked`` call, a ``trio.to_thread.run_sync`` job, or a
+  ``trio.lowlevel.wait_readable``/``wait_writable`` on some descriptor.  A task's wait can only
+  change when it runs, so this sees every change at a cost per task that ran.
+* A task in ``wait_all_tasks_blocked`` goes before any jump: the clock then answers with a
+  long *probe* instead of 0; trio lowers the wait to that task's cushion and wakes it, and the
+  clock leaves time alone (with ``autojump_threshold > 0`` the probe is the threshold, and the
+  clock jumps only after that much real quiet).
+
+The outside world
+-----------------
+Virtual time must never overtake something outside the run that may still answer.  The clock
+counts as *outside work*: a worker thread running a ``trio.to_thread.run_sync`` job (anyio's
+``to_thread`` too; a job blocked calling back into trio with ``from_thread`` does not count,
+only trio can move it); a child process still running (trio waits on its pidfd) and pipes to
+it; a connect or a TLS handshake in flight; a TCP connection to a peer outside this run that
+sent last, never received, or moved data in the last quarter second; connected datagram
+sockets and Unix sockets to other processes.  Not outside work: sockets whose both ends are
+in this run (an in-process server and its client -- the peer's address is one this run's own
+sockets have), listening sockets, pipes with both ends in this process, trio's wake-up socket,
+and an *idle* kept-alive connection (quiet, its last event a receive).
+
+While outside work is pending, time does not jump: it stands still, and a deadline fires only
+once as much real time has passed as its virtual delay, then time steps to exactly that
+deadline.  So a real answer never loses to a virtual timeout, quick answers arrive at the same
+virtual instant on every machine, and a peer that never answers still times out after about
+its real timeout.  The real-time count restarts whenever the run makes progress (any task
+runs, except a reader going back to the same outside wait under the same timeouts), since that
+step may have set the timer now due.  ``autojump_threshold`` remains for what the model cannot
+see, such as a socket pair handed to a plain thread.
 
 Exact time
 ----------
@@ -42,37 +59,52 @@ Time is kept as integer nanoseconds (:mod:`virtualtime._time`), so ten ``trio.sl
 at exactly ``1.0`` (MockClock: ``0.9999999999999999``).  trio, though, hands the clock
 absolute float deadlines computed as ``now + delay``, and such a sum can land a few ulps above
 the instant it means (``0.2 + 0.1`` is ``0.30000000000000004``).  The clock recovers the delay
-as ``deadline - now``, advances its ticks by that delay in whole nanoseconds (ignoring float
-noise, so ticks never drift), and reports the larger of its ticks and the deadline that fired:
-trio's expiry check and anyio's ``fail_after`` (which re-checks ``current_time() >=
-deadline``) both need the reported time to reach the deadline.  So ``trio.current_time()`` is
-exact whenever the program's float sums are, and otherwise a few ulps above the exact instant
--- never below it.  Near ``t = 1`` that is 1e-16 s and the next sum usually lands back on the
-exact value; after a year of virtual time an ulp is 3.7 ns, and the excess can persist while
-the program keeps adding delays to it.  (The asyncio loop receives relative delays and has no
-such noise.)  A positive delay shorter than a tick still advances one tick; time never freezes
-and never goes backwards.
+as ``deadline - now``, rounds it to the nearest tick and carries the remainder to the next
+delay (so long runs of ``sleep(1/3)`` drift neither up nor down), and reports the larger of
+its ticks and the deadline that fired: trio's expiry check and anyio's ``fail_after`` (which
+re-checks ``current_time() >= deadline``) both need the reported time to reach the deadline.
+What is left is the float error of trio's own ``now + delay`` sums, the same as MockClock's:
+about 5e-8 s after 10,000 sleeps from one day, 1.5e-5 s after 10,000 ``sleep(0.1)`` from one
+year, and a second after 1,000 sleeps at a million years (floats are 4 ms apart there).  (The
+asyncio loop receives relative delays and has no such error.)  A positive delay shorter than a
+tick still advances one tick; time never freezes and never goes backwards.
 
 Deadlocks
 ---------
 When no task can run, no deadline is pending (or, with ``autojump=False``, nobody is left to
-move time), no thread job is in flight, no task waits on a file descriptor and no task waits in
-``wait_all_tasks_blocked``, nothing can happen again unless another thread or a signal wakes
-trio.  The clock waits ``deadlock_timeout`` real seconds for that, never spinning.  (A program
-that only waits for a signal looks exactly like this: give it a long ``deadlock_timeout``.)  Under
-:func:`run` (and :func:`virtualtime.anyio_run`) it then cancels the main function and raises
-:class:`~virtualtime.DeadlockError` listing every blocked task and where it waits.  Under a
-plain ``trio.run(..., clock=VirtualClock())`` there is no public way for a clock to make the
-main task raise an exception of its choosing -- trio only offers cancellation, which would
-surface as a bare ``trio.Cancelled`` -- so the clock then just sleeps (no CPU) until something
-outside wakes trio, exactly as trio does with its real clock.
+move time), no outside work is pending, no task waits on a file descriptor and no task waits
+in ``wait_all_tasks_blocked``, nothing can happen again unless another thread or a signal
+wakes trio.  The clock waits ``deadlock_timeout`` real seconds for that, never spinning.  (A
+program that only waits for a signal looks exactly like this: give it a long
+``deadlock_timeout``.)  Under :func:`run` (and :func:`virtualtime.anyio_run`, and the pytest
+plugin) it then lifts the shields of the cancel scopes the blocked tasks wait in (public
+``CancelScope.shield``), cancels the main function and raises
+:class:`~virtualtime.DeadlockError` listing every blocked task and where it waits, in the
+asyncio loop's format -- from shielded scopes, nested nurseries and ``from_thread`` calls
+alike.  Under a plain ``trio.run(..., clock=VirtualClock())`` there is no public way for a
+clock to make the main task raise an exception of its choosing -- trio only offers
+cancellation, which would surface as a bare ``trio.Cancelled`` -- so the clock then just
+sleeps (no CPU) until something outside wakes trio, exactly as trio does with its real clock.
+
+Driving verbs
+-------------
+``virtualtime.settle/step/evolve/run_until/fast_forward`` (awaitable) and ``virtualtime.now/
+peek`` work on trio with the same meaning as on asyncio: called from a task of a run whose
+clock is a VirtualClock, they drive it (this module holds their trio halves).
 """
 
 import collections.abc as _abc
+import contextlib
+import datetime
+import gc
 import math
 import os
+import socket
+import stat
+import struct
 import sys
 import time as _stdlib_time
+import types
 import typing
 
 import trio
@@ -88,9 +120,10 @@ __all__ = ("VirtualClock", "run")
 _T = typing.TypeVar("_T")
 
 _PROBE: typing.Final = 600.0
-"""Real seconds answered to the run loop when the clock means "no real wait, but let any task
-in ``wait_all_tasks_blocked`` (with a cushion below this) go first".  The loop never actually
-waits this long: the clock cuts the wait short as soon as it knows nobody is waiting."""
+"""Real seconds answered to the run loop when a task may be waiting in
+``wait_all_tasks_blocked``: trio lowers the I/O wait to that task's cushion, which tells the
+clock to leave time alone.  The loop never actually waits this long: the clock cuts the wait
+short as soon as it knows nobody is waiting."""
 
 _WAIT_SLACK: typing.Final = 0.001
 """Real seconds a timed quiet period may fall short of its length (OS timer granularity)."""
@@ -98,9 +131,58 @@ _WAIT_SLACK: typing.Final = 0.001
 _NOISE_ULPS: typing.Final = 8
 """A deadline this many float ulps above a tick is float noise, not a later instant."""
 
-# Public trio functions whose frames identify a task waiting for its worker thread.
+_FINE_LIMIT: typing.Final = 2.0**18
+"""Below this many seconds (about three days) floats are fine enough that the float
+noise of a deadline stays below :data:`_FINE_NOISE` and the jump's fast path applies."""
+
+_FINE_NOISE: typing.Final = _NOISE_ULPS * math.ulp(_FINE_LIMIT) * _time.TICKS_PER_SECOND
+"""The largest float noise, in ticks, of a deadline below :data:`_FINE_LIMIT`."""
+
+_ROUND_MARGIN: typing.Final = 100
+"""Where floats are coarser than a tick, a round decimal delay is believed only if it is this
+many times rounder than the width of the noise window (a chance match is then < 1 %)."""
+
+_ACTIVE_HOLD: typing.Final = 0.25
+"""Real seconds after the last byte moved on a TCP connection to an outside peer during which
+it still counts as answering (see :func:`_awaits_answer`)."""
+
+_RECHECK: typing.Final = 0.05
+"""Real seconds between looks at a held TCP connection, which may turn idle silently."""
+
+_WAKEUP_TASK: typing.Final = "<TrioToken.run_sync_soon task>"
+"""trio's own task that waits on its wake-up socket: never outside work, never a reason to
+keep a deadlocked run alive."""
+
+# What a blocked task waits for, read from its await chain (public ``Task.coro`` and the
+# coroutine objects' ``cr_await``/``cr_code``): the public trio functions below mark it.
+_W_IDLE: typing.Final = 1  # trio.testing.wait_all_tasks_blocked
+_W_THREAD: typing.Final = 2  # trio.to_thread.run_sync, waiting for its thread
+_W_CALLBACK: typing.Final = 3  # trio.to_thread.run_sync, running a from_thread call in trio
+_W_READ: typing.Final = 4  # trio.lowlevel.wait_readable
+_W_WRITE: typing.Final = 5  # trio.lowlevel.wait_writable
+
 _TO_THREAD_CODE: typing.Final = trio.to_thread.run_sync.__code__
 _WAIT_RESCHEDULED_CODE: typing.Final = trio.lowlevel.wait_task_rescheduled.__code__
+_W_INSIDE: typing.Final = 0  # a wait on trio alone (a sleep, an Event...): stop looking
+_MARKS: typing.Final[dict[types.CodeType, int]] = {
+    trio.testing.wait_all_tasks_blocked.__code__: _W_IDLE,
+    _TO_THREAD_CODE: _W_THREAD,
+    trio.lowlevel.wait_readable.__code__: _W_READ,
+    trio.lowlevel.wait_writable.__code__: _W_WRITE,
+    # Waits that never lead to I/O, a thread or an idle wait: the walk stops there (speed).
+    trio.sleep.__code__: _W_INSIDE,
+    trio.sleep_until.__code__: _W_INSIDE,
+    trio.sleep_forever.__code__: _W_INSIDE,
+    trio.Event.wait.__code__: _W_INSIDE,
+    trio.lowlevel.ParkingLot.park.__code__: _W_INSIDE,
+    trio.MemoryReceiveChannel.receive.__code__: _W_INSIDE,
+    trio.MemorySendChannel.send.__code__: _W_INSIDE,
+}
+
+# How a file descriptor a task waits on relates to the world outside this run.
+_FD_INSIDE: typing.Final = 0  # both ends are ours (or a listener): never outside work
+_FD_OUTSIDE: typing.Final = 1  # a child process, a pipe or socket to another process...
+_FD_PEER: typing.Final = 2  # a TCP connection: outside work unless its peer is ours
 
 _LIBRARY_DIRS: typing.Final = tuple(
     os.path.dirname(path) + os.sep for path in (trio.__file__, __file__) if path is not None
@@ -109,20 +191,74 @@ _LIBRARY_DIRS: typing.Final = tuple(
 
 
 def _library_dirs() -> tuple[str, ...]:
-    anyio = sys.modules.get("anyio")  # anyio's frames too, if it is in use (never imported)
-    anyio_file = getattr(anyio, "__file__", None)
-    if anyio_file is None:
-        return _LIBRARY_DIRS
-    return (*_LIBRARY_DIRS, os.path.dirname(anyio_file) + os.sep)
+    dirs = _LIBRARY_DIRS
+    for name in ("anyio", "outcome"):  # their frames too, if they are in use (never imported)
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path is not None:
+            dirs = (*dirs, os.path.dirname(path) + os.sep)
+    return dirs
 
 
 _NO_PLAN: typing.Final = 0
-_PLAN_JUMP: typing.Final = 1
-_PLAN_DEADLOCK: typing.Final = 2
+_PLAN_POLL: typing.Final = 1  # jump after this I/O poll (timeout 0) unless it woke a task
+_PLAN_JUMP: typing.Final = 2  # probe first (idle waiters, threshold), then jump
+_PLAN_DEADLOCK: typing.Final = 3
 
 
 def _noop() -> None:
     """Queued with ``run_sync_soon`` only to end the run loop's I/O wait early."""
+
+
+class _Wait(typing.NamedTuple):
+    """What one blocked task waits for (see :func:`_classify`)."""
+
+    kind: int
+    in_thread_job: bool
+    fd: object = None
+    fd_class: int = _FD_INSIDE
+    peer: object = None
+    timers: frozenset[tuple[int, float]] = frozenset()
+
+
+_COROUTINE: typing.Final = types.CoroutineType
+_GENERATOR: typing.Final = types.GeneratorType
+
+
+def _classify(
+    task: trio.lowlevel.Task,
+    _coroutine: type = _COROUTINE,
+    _generator: type = _GENERATOR,
+    _marks: typing.Any = _MARKS.get,
+) -> _Wait | None:
+    """Read what ``task`` (blocked now) waits for from its chain of awaited coroutines.
+
+    None for anything the clock need not know about (a sleep, an Event, a channel...).
+    This runs for every task that ran, so it walks the chain without raising anything (the
+    keyword defaults are local bindings, for speed).
+    """
+    coro: typing.Any = task.coro
+    in_thread_job = False
+    while True:
+        kind = type(coro)
+        if kind is _coroutine:
+            mark = _marks(coro.cr_code)
+            if mark is not None:
+                if mark == _W_INSIDE:
+                    break
+                if mark == _W_IDLE:
+                    return _Wait(_W_IDLE, in_thread_job)
+                if mark != _W_THREAD:
+                    return _Wait(mark, in_thread_job, coro.cr_frame.f_locals.get("fd"))
+                inner = coro.cr_await
+                if type(inner) is _COROUTINE and inner.cr_code is _WAIT_RESCHEDULED_CODE:
+                    return _Wait(_W_THREAD, True)
+                in_thread_job = True  # running a from_thread call: look deeper
+            coro = coro.cr_await
+        elif kind is _generator:
+            coro = coro.gi_yieldfrom
+        else:
+            break
+    return _Wait(_W_CALLBACK, True) if in_thread_job else None
 
 
 class VirtualClock(trio.abc.Clock):
@@ -132,7 +268,8 @@ class VirtualClock(trio.abc.Clock):
     or ``anyio.run(main, backend="trio", backend_options={"clock": VirtualClock()})``).
     Every sleep, ``move_on_after``, ``fail_after`` and deadline then runs on virtual time,
     which moves only when the clock decides to move it.  Sockets, subprocesses and worker
-    threads keep working in real time.
+    threads keep working in real time, and never lose to a virtual timeout (see "The outside
+    world" in the module documentation).
 
     Options (keyword-only; each is validated and is also a settable attribute):
 
@@ -141,15 +278,15 @@ class VirtualClock(trio.abc.Clock):
     ``autojump`` (True)
         Jump straight to the next deadline whenever every task is blocked.  This is what you
         want for tests and simulations: a program that sleeps for a year finishes in
-        milliseconds.  Turn it off to drive time yourself with :meth:`jump`, typically from a
-        test that waits in ``trio.testing.wait_all_tasks_blocked()`` and then jumps.
+        milliseconds.  Turn it off to drive time yourself with :meth:`jump` or the driving
+        verbs (``await virtualtime.evolve(dt)`` and friends).
     ``autojump_threshold`` (0.0)
-        Real seconds of quiet (no task runnable, no I/O) before each jump.  0 jumps at once
-        and costs no real time; it is right when all I/O is in-process.  Raise it (0.05 to
-        0.5) when a real peer -- another process, a thread not started by
-        ``trio.to_thread`` -- must get a chance to answer before a virtual timeout fires;
-        every jump then costs that much real time.  (Threads started by ``trio.to_thread``
-        never need it: time stands still while they run.)
+        Real seconds of quiet (no task runnable, no I/O) before each jump.  0 jumps as soon
+        as trio has polled I/O and found nothing, and costs no real time.  The clock already
+        holds time for the outside work it can see (threads, children, sockets to other
+        processes); raise this (0.05 to 0.5) only for what it cannot see, such as a peer
+        reached through a socket pair handed to another thread.  Every jump then costs that
+        much real time.
     ``rate`` (0.0)
         0 is pure virtual time.  ``r > 0`` makes virtual time flow at ``r`` times real time
         (``rate=1`` is real time, ``rate=60`` a minute per second) and turns jumping off,
@@ -158,6 +295,13 @@ class VirtualClock(trio.abc.Clock):
     ``deadlock_timeout`` (0.25)
         Real seconds to wait, when nothing at all can happen any more, for another thread or
         a signal to wake trio before the run is declared deadlocked (see :func:`run`).
+    ``patch_time`` (False) and ``wall_start`` (None)
+        With ``patch_time=True``, while a run with this clock goes on, ``time.monotonic()``,
+        ``time.time()``, ``datetime.now()`` and the rest follow this clock in trio's thread,
+        however the code holds them -- exactly as the asyncio loop's option of the same name
+        (README: "Clocks outside the loop").  ``wall_start`` is the wall-clock time of virtual
+        time ``start``: a POSIX timestamp or a datetime (naive: local time); default the real
+        time when the clock is made.
 
     :meth:`jump` (alias :meth:`fast_forward`) moves time forward by hand; time never goes
     backwards.  Same-instant wake-ups run in trio's (deliberately randomised) order: the
@@ -172,14 +316,26 @@ class VirtualClock(trio.abc.Clock):
         autojump_threshold: float = 0.0,
         rate: float = 0.0,
         deadlock_timeout: float = 0.25,
+        patch_time: bool = False,
+        wall_start: float | datetime.datetime | None = None,
     ) -> None:
         start = _time.check_delay("start", start)
         _time.check_bool("autojump", autojump)
         autojump_threshold = _time.check_delay("autojump_threshold", autojump_threshold)
         rate = _time.check_rate("rate", rate)
         deadlock_timeout = _time.check_delay("deadlock_timeout", deadlock_timeout)
+        _time.check_bool("patch_time", patch_time)
+        patch: typing.Any = None
+        if patch_time or wall_start is not None:
+            from ._patch import TrioClockPatch, check_wall_start
+
+            wall = check_wall_start(wall_start)
+            patch = TrioClockPatch(self, _time.to_ticks(start), wall) if patch_time else None
 
         self._ticks = _time.to_ticks(start)
+        # Sub-tick remainder of the delays added so far, in ticks (|x| <= 0.5): rounding each
+        # delay to the nearest tick and carrying the rest keeps long sums unbiased.
+        self._residue = 0.0
         # The time reported while rate == 0: the float of _ticks, or a deadline that is only
         # float noise above it (see "Exact time" in the module docstring).
         self._now = _time.to_seconds(self._ticks)
@@ -189,10 +345,20 @@ class VirtualClock(trio.abc.Clock):
         self._threshold = autojump_threshold
         self._deadlock_timeout = deadlock_timeout
         self._jumps = 0
+        self._plain = True  # rate 0, autojump, no threshold: the fast path applies
+        self._update_plain()
 
         # Per-run state, reset by start_clock().
         self._token: trio.lowlevel.TrioToken | None = None
-        self._instrument = _ClockInstrument(self)
+        self._scheduled: list[trio.lowlevel.Task] = []
+        self._instrument = _ClockInstrument(self, self._scheduled.append)
+        self._probe = _ProbeInstrument(self)
+        self._probe_installed = False
+        self._waits: dict[trio.lowlevel.Task, _Wait] = {}
+        self._inside_io: dict[trio.lowlevel.Task, _Wait] = {}
+        self._run_addresses: set[object] = set()
+        self._hold_since: float | None = None
+        self._recheck = False
         self._plan = _NO_PLAN
         self._plan_deadline = math.inf
         self._plan_wait = 0.0
@@ -204,6 +370,8 @@ class VirtualClock(trio.abc.Clock):
         self._guard_name = ""
         self._deadlock: _errors.DeadlockError | None = None
         self._error: BaseException | None = None
+        # patch_time: entered when trio starts a run with this clock, left when it ends.
+        self._patch = patch
 
     # ------------------------------------------------------------ settable options
 
@@ -228,12 +396,17 @@ class VirtualClock(trio.abc.Clock):
             if _time.to_seconds(ticks) < virtual:
                 ticks += 1
             self._ticks = max(ticks, self._ticks)
+            self._residue = 0.0
             self._now = max(_time.to_seconds(self._ticks), virtual)
             self._anchor.set_rate(0.0)
         else:
             self._anchor.set_rate(value)
         self._rate = value
+        self._update_plain()
         self._poke()
+
+    def _update_plain(self) -> None:
+        self._plain = not self._rate and self._autojump and not self._threshold
 
     @property
     def autojump(self) -> bool:
@@ -244,6 +417,7 @@ class VirtualClock(trio.abc.Clock):
     def autojump(self, value: bool) -> None:
         _time.check_bool("autojump", value)
         self._autojump = value
+        self._update_plain()
         self._poke()
 
     @property
@@ -254,6 +428,7 @@ class VirtualClock(trio.abc.Clock):
     @autojump_threshold.setter
     def autojump_threshold(self, value: float) -> None:
         self._threshold = _time.check_delay("autojump_threshold", value)
+        self._update_plain()
         self._poke()
 
     @property
@@ -277,8 +452,9 @@ class VirtualClock(trio.abc.Clock):
 
         Every deadline passed over expires on the run loop's next turn, all seeing the new
         time (a suspended laptop waking up).  Use it with ``autojump=False`` to drive time
-        from a test, after ``await trio.testing.wait_all_tasks_blocked()``.  Call it from
-        inside the run; from another thread use
+        from a test, after ``await trio.testing.wait_all_tasks_blocked()`` (or use the
+        awaitable verbs ``virtualtime.evolve``/``fast_forward``, which also let everything
+        due settle).  Call it from inside the run; from another thread use
         ``trio.from_thread.run_sync(clock.jump, seconds, trio_token=...)``.
 
         Raises ``ValueError`` for a negative, NaN or infinite ``seconds`` (time never goes
@@ -291,6 +467,7 @@ class VirtualClock(trio.abc.Clock):
             self._ticks += _time.delay_ticks(seconds)
             self._now = max(_time.to_seconds(self._ticks), self._now)
         self._dormant = False
+        self._hold_since = None
         self._poke()
 
     fast_forward = jump
@@ -302,7 +479,15 @@ class VirtualClock(trio.abc.Clock):
         self._token = trio.lowlevel.current_trio_token()
         self._plan = _NO_PLAN
         self._dormant = False
+        self._hold_since = None
+        self._scheduled.clear()
+        self._waits.clear()
+        self._inside_io.clear()
+        self._run_addresses.clear()
+        self._probe_installed = False
         trio.lowlevel.add_instrument(self._instrument)
+        if self._patch is not None and not self._patch.active:
+            self._patch.__enter__()
 
     def current_time(self) -> float:
         """The virtual time now, in seconds."""
@@ -313,8 +498,26 @@ class VirtualClock(trio.abc.Clock):
     def deadline_to_sleep_time(self, deadline: float) -> float:
         """Real seconds the run loop may sleep before ``deadline``; decides when time jumps.
 
-        trio calls this only when no task is runnable.
+        trio calls this only when no task is runnable.  With nothing outside the run to wait
+        for, the answer is 0: trio polls I/O without blocking, and the clock jumps to
+        ``deadline`` right after that poll if it woke nobody (see ``_after_io_wait``).
         """
+        if self._scheduled:
+            self._absorb()
+        if self._plain and not self._waits and self._error is None:
+            # The fast path of every jump: pure virtual time, nothing outside, nobody idle.
+            if deadline <= self._now:
+                self._plan = _NO_PLAN
+                return 0.0
+            if deadline < math.inf:
+                self._dormant = False
+                self._plan = _PLAN_POLL
+                self._plan_deadline = deadline
+                return 0.0
+        return self._decide(deadline)
+
+    def _decide(self, deadline: float) -> float:
+        """:meth:`deadline_to_sleep_time` for everything but the fast path."""
         self._plan = _NO_PLAN
         if self._error is not None:
             error, self._error = self._error, None
@@ -323,39 +526,221 @@ class VirtualClock(trio.abc.Clock):
             now = self._anchor.virtual()
             if deadline <= now:
                 return 0.0
-            if deadline < math.inf or self._threads_busy():
+            if deadline < math.inf or (self._waits and self._outside_work()):
                 self._dormant = False
                 return (deadline - now) / self._rate
             return self._check_deadlock()
         if deadline <= self._now:
             return 0.0
-        if self._threads_busy():
-            # A worker thread is running: time stands still until it reports back.
+        if self._waits and self._outside_work():
+            # Outside work may still answer: time stands still, and a deadline fires only
+            # once as much real time has passed as its virtual delay.
             self._dormant = False
-            return math.inf
+            if deadline == math.inf or not self._autojump:
+                return math.inf
+            real = _stdlib_time.perf_counter()
+            since = self._hold_since
+            if since is None:
+                since = self._hold_since = real
+            remaining = (deadline - self._now) - (real - since)
+            if remaining > 0:
+                # A connection's state can turn idle without waking anybody: look again soon.
+                return min(remaining, _RECHECK) if self._recheck else remaining
+        else:
+            self._hold_since = None
         if deadline < math.inf and self._autojump:
             self._dormant = False
-            self._plan = _PLAN_JUMP
             self._plan_deadline = deadline
-            return self._arm(self._threshold)
+            if self._threshold or self._idle_waiters():
+                self._plan = _PLAN_JUMP
+                return self._arm(self._threshold)
+            self._plan = _PLAN_POLL
+            return 0.0
         return self._check_deadlock()
+
+    # ------------------------------------------------------------ what the run waits for
+
+    def _absorb(self) -> None:
+        """Classify the tasks that ran since the last question (they are all blocked now).
+
+        A task's wait changes only when it runs, and it runs only after being rescheduled,
+        which the instrument records; so this sees every change, at a cost per task that ran.
+        ``_waits`` holds what may be outside work or an idle waiter; ``_inside_io`` the tasks
+        waiting on descriptors whose both ends are ours (not outside work, not a deadlock).
+
+        It also decides when a hold on outside work restarts its real-time count (see
+        :meth:`deadline_to_sleep_time`): whenever the run made progress other than a task
+        going back to the same outside wait under the same timeouts (a reader of a chatty
+        peer), since any such step may have set the timer that is now due.
+        """
+        waits = self._waits
+        inside = self._inside_io
+        scheduled = self._scheduled
+        if not waits and not inside:
+            # The common case: tasks that sleep, or wait on each other.
+            for task in scheduled:
+                if _classify(task) is not None:
+                    break
+            else:
+                scheduled.clear()
+                self._hold_since = None
+                return
+        fresh: list[tuple[trio.lowlevel.Task, _Wait]] | None = None
+        progressed = False
+        for task in scheduled:
+            wait = _classify(task)
+            if wait is None:
+                if waits:
+                    waits.pop(task, None)
+                if inside:
+                    inside.pop(task, None)
+                progressed = True
+            elif wait.kind >= _W_READ:
+                if fresh is None:
+                    fresh = []
+                fresh.append((task, wait))
+            else:
+                if wait.kind != _W_IDLE:
+                    wait = wait._replace(timers=_timers_of(task))
+                previous = waits.get(task)
+                if previous is None or previous.timers != wait.timers or wait.kind == _W_IDLE:
+                    progressed = True
+                waits[task] = wait
+                if inside:
+                    inside.pop(task, None)
+        scheduled.clear()
+        if fresh is not None:
+            # Two passes: every socket's own address first, so that a peer seen in the same
+            # batch is known to be ours.
+            described = [(task, wait, self._describe_fd(task, wait)) for task, wait in fresh]
+            for task, wait, (fd_class, peer) in described:
+                if fd_class == _FD_INSIDE and not wait.in_thread_job:
+                    waits.pop(task, None)
+                    if task.name != _WAKEUP_TASK:
+                        inside[task] = wait
+                        progressed = True
+                else:
+                    inside.pop(task, None)
+                    wait = wait._replace(fd_class=fd_class, peer=peer, timers=_timers_of(task))
+                    previous = waits.get(task)
+                    if (
+                        previous is None
+                        or previous.fd is not wait.fd
+                        or previous.timers != wait.timers
+                    ):
+                        progressed = True
+                    waits[task] = wait
+        if progressed:
+            self._hold_since = None
+
+    def _idle_waiters(self) -> bool:
+        return bool(self._waits) and any(wait.kind == _W_IDLE for wait in self._waits.values())
+
+    def _outside_work(self) -> bool:
+        """Whether anything outside this run may still answer (so time must not jump)."""
+        self._recheck = False
+        thread_waits = callbacks = 0
+        for task, wait in self._waits.items():
+            kind = wait.kind
+            if kind == _W_THREAD:
+                thread_waits += 1
+            elif wait.in_thread_job:
+                callbacks += 1
+            if kind >= _W_READ and self._fd_busy(task, wait):
+                return True
+        active = trio.testing.active_thread_count()
+        if active:
+            # A thread job is working unless it is blocked calling back into trio; if the
+            # clock cannot account for every job it keeps time still -- the safe side.
+            return thread_waits > 0 or thread_waits + callbacks < active
+        return False
+
+    def _fd_busy(self, task: trio.lowlevel.Task, wait: _Wait) -> bool:
+        fd_class = wait.fd_class
+        if fd_class == _FD_INSIDE:
+            return False
+        if fd_class == _FD_OUTSIDE:
+            return True
+        if wait.peer in self._run_addresses:
+            return False  # an in-run server and its client
+        if wait.kind == _W_WRITE:
+            return True
+        self._recheck = True
+        return _awaits_answer(wait.fd)
+
+    def _describe_fd(self, task: trio.lowlevel.Task, wait: _Wait) -> tuple[int, object]:
+        """``(fd class, peer address)`` of the descriptor ``task`` waits on."""
+        if task.name == _WAKEUP_TASK:
+            return _FD_INSIDE, None
+        fd = wait.fd
+        sock: socket.socket | None = fd if isinstance(fd, socket.socket) else None
+        try:
+            number = fd if isinstance(fd, int) else fd.fileno()  # type: ignore[attr-defined]
+            mode = os.fstat(number).st_mode
+        except (AttributeError, OSError, TypeError, ValueError):
+            return _FD_OUTSIDE, None  # unknown: the safe side
+        if stat.S_ISSOCK(mode):
+            detach = sock is None
+            if sock is None:
+                try:
+                    sock = socket.socket(fileno=number)  # wraps the descriptor, no copy
+                except OSError:
+                    return _FD_OUTSIDE, None
+            try:
+                return self._describe_socket(sock, wait.kind)
+            finally:
+                if detach:
+                    sock.detach()
+        if stat.S_ISFIFO(mode):
+            return (_FD_INSIDE if _pipe_is_ours(number, os.fstat(number)) else _FD_OUTSIDE), None
+        return _FD_OUTSIDE, None  # a child's pidfd, a terminal, a signalfd...
+
+    def _describe_socket(self, sock: socket.socket, kind: int) -> tuple[int, object]:
+        try:
+            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                self._run_addresses.add(sock.getsockname())
+                return _FD_INSIDE, None  # a listener: nothing is in progress
+            family = sock.family
+            if family == socket.AF_UNIX:
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                pid = int.from_bytes(creds[:4], sys.byteorder)
+                return (_FD_INSIDE if pid in (0, os.getpid()) else _FD_OUTSIDE), None
+            if family not in (socket.AF_INET, socket.AF_INET6):
+                return _FD_OUTSIDE, None
+            self._run_addresses.add(sock.getsockname())
+            try:
+                peer = sock.getpeername()
+            except OSError:
+                return _FD_OUTSIDE, None  # a connect in progress
+            if sock.type != socket.SOCK_STREAM:
+                return _FD_OUTSIDE, None  # a connected datagram socket: a reply may come
+            return _FD_PEER, peer
+        except (AttributeError, OSError):
+            return _FD_OUTSIDE, None
 
     # ------------------------------------------------------------ internals
 
     def _arm(self, wait: float) -> float:
         """Answer the run loop with a probe; the instrument acts on what the loop does."""
+        if not self._probe_installed:
+            trio.lowlevel.add_instrument(self._probe)
+            self._probe_installed = True
         self._plan_immediate = wait <= 0
         self._plan_wait = _PROBE if self._plan_immediate else wait
         return self._plan_wait
 
     def _check_deadlock(self) -> float:
-        if self._dormant or self._io_waiters() > 0:
+        if self._dormant or self._io_waiting():
             return math.inf
         self._plan = _PLAN_DEADLOCK
         return self._arm(self._deadlock_timeout)
 
+    def _io_waiting(self) -> bool:
+        """Whether a task (not trio's own) waits on a file descriptor: not a deadlock."""
+        return bool(self._inside_io) or any(wait.kind >= _W_READ for wait in self._waits.values())
+
     def _before_io_wait(self, timeout: float) -> None:
-        if not self._plan:
+        if self._plan < _PLAN_JUMP:
             return
         if timeout < self._plan_wait:
             # The loop will wake a task in wait_all_tasks_blocked first: leave time alone.
@@ -371,72 +756,56 @@ class VirtualClock(trio.abc.Clock):
             self._wait_started = _stdlib_time.perf_counter()
 
     def _after_io_wait(self) -> None:
-        if not self._plan:
+        plan = self._plan
+        if not plan:
             return
-        plan, self._plan = self._plan, _NO_PLAN
-        if trio.lowlevel.current_statistics().tasks_runnable:
-            return  # something happened during the quiet period: not idle after all
+        self._plan = _NO_PLAN
+        if self._scheduled:
+            return  # the poll (or the quiet period) woke a task: not idle after all
+        if plan == _PLAN_POLL:
+            self._advance_to(self._plan_deadline)
+            return
         waited = _stdlib_time.perf_counter() - self._wait_started
         if waited < self._plan_wait - _WAIT_SLACK:
             return  # woken early without anything to run (guest mode): not quiet long enough
         self._carry_out(plan)
 
     def _carry_out(self, plan: int) -> None:
-        if plan == _PLAN_JUMP:
-            self._advance_to(self._plan_deadline)
-        else:
+        if plan == _PLAN_DEADLOCK:
             self._declare_deadlock()
+        else:
+            self._advance_to(self._plan_deadline)
 
     def _advance_to(self, deadline: float) -> None:
         """Jump to ``deadline``: the tick it means, reported as no earlier than ``deadline``."""
-        self._ticks += _ticks_until(deadline, self._now)
+        ticks, self._residue = _ticks_until(deadline, self._now, self._residue)
+        self._ticks += ticks
         self._now = max(_time.to_seconds(self._ticks), deadline, self._now)
         self._jumps += 1
-
-    def _threads_busy(self) -> bool:
-        """Whether a ``trio.to_thread`` job is running (time must stand still)."""
-        active = trio.testing.active_thread_count()
-        if not active:
-            return False
-        # Jobs are in flight.  Time may still move if every one of them is blocked calling
-        # back into trio (from_thread.run), because only trio can make progress then.
-        found = 0
-        for task in _all_tasks():
-            frames = [frame.f_code for frame, _ in task.iter_await_frames()]
-            for index, code in enumerate(frames):
-                if code is _TO_THREAD_CODE:
-                    found += 1
-                    if index + 1 < len(frames) and frames[index + 1] is _WAIT_RESCHEDULED_CODE:
-                        return True  # this task waits for its thread: the thread is working
-                    break
-        return found < active  # cannot account for every job: keep time still
-
-    def _io_waiters(self) -> int:
-        """Tasks waiting on file descriptors, not counting trio's own wake-up socket."""
-        stats = trio.lowlevel.current_statistics().io_statistics
-        waiting = 0
-        for name in dir(stats):
-            if name.startswith("tasks_waiting"):
-                value = getattr(stats, name)
-                if isinstance(value, int):
-                    waiting += value
-        # trio's run_sync_soon task always waits to read its wake-up socket.
-        return waiting - 1
+        self._hold_since = None
 
     def _declare_deadlock(self) -> None:
         self._dormant = True  # do not re-detect (and re-wake) until something changes
         guard = self._guard
         if guard is None or self._deadlock is not None:
             return
-        blocked = tuple(self._describe(task) for task in self._guarded_tasks())
-        lines = "\n".join(f"  {name}: {where}" for name, where in blocked)
-        self._deadlock = _errors.DeadlockError(
+        tasks = self._guarded_tasks()
+        blocked = tuple(self._describe(task) for task in tasks)
+        lines = [
             f"deadlock at virtual time t={self.current_time()!r}: every task is blocked, no "
-            "deadline is pending that the clock may jump to, no worker thread or I/O is in "
-            f"flight, and nothing woke trio for deadlock_timeout={self._deadlock_timeout!r} "
-            f"real seconds.  Blocked tasks:\n{lines}",
-            blocked,
-        )
+            "deadline is pending that the clock may jump to"
+            + ("" if self._autojump else " (time is manual: autojump=False and nobody drives it)")
+            + ", no worker thread, child process or outside connection is in flight, and "
+            f"nothing woke trio for deadlock_timeout={self._deadlock_timeout!r} real seconds."
+        ]
+        if blocked:
+            lines.append("Blocked tasks:")
+            lines.extend(f"  - {name}: {where}" for name, where in blocked)
+        self._deadlock = _errors.DeadlockError("\n".join(lines), blocked)
+        # Cancellation does not reach into shielded scopes; lift the shields the blocked tasks
+        # sit in, so that the whole guarded tree unwinds and the error can be raised.
+        for task in tasks:
+            _lift_shields(task)
         guard.cancel()
 
     def _guarded_tasks(self) -> list[trio.lowlevel.Task]:
@@ -482,6 +851,12 @@ class VirtualClock(trio.abc.Clock):
     def _run_ended(self) -> None:
         self._token = None
         self._plan = _NO_PLAN
+        if self._patch is not None and self._patch.active:
+            self._patch.__exit__(None, None, None)
+        self._scheduled.clear()
+        self._waits.clear()
+        self._inside_io.clear()
+        self._run_addresses.clear()
 
     def __repr__(self) -> str:
         return (
@@ -492,11 +867,59 @@ class VirtualClock(trio.abc.Clock):
 
 
 class _ClockInstrument(trio.abc.Instrument):
-    """Lets a :class:`VirtualClock` see the run loop go to sleep and wake up.
+    """Lets a :class:`VirtualClock` see tasks become runnable and the loop wake up.
 
-    Instrument hooks must never raise (trio would remove the instrument), so they only call
-    methods of the clock that cannot fail.
+    ``task_scheduled`` is the bare ``list.append`` of the clock's list of tasks to look at,
+    the cheapest hook trio can call.  Instrument hooks must never raise (trio would remove
+    the instrument), so the others only call methods of the clock that cannot fail.
     """
+
+    __slots__ = ("_clock", "task_scheduled")
+
+    def __init__(
+        self, clock: VirtualClock, record: _abc.Callable[[trio.lowlevel.Task], None]
+    ) -> None:
+        self._clock = clock
+        self.task_scheduled = record  # type: ignore[method-assign, assignment]
+
+    def after_io_wait(self, timeout: float) -> None:
+        clock = self._clock
+        if clock._plan == _PLAN_POLL:
+            # The fast path of every jump, inlined: jump unless the poll woke a task.
+            clock._plan = _NO_PLAN
+            if clock._scheduled:
+                return
+            deadline = clock._plan_deadline
+            if deadline < _FINE_LIMIT:
+                # Floats finer than a tick: _ticks_until's carried rounding, inlined.
+                scaled = (deadline - clock._now) * _time.TICKS_PER_SECOND
+                exact = scaled + clock._residue
+                ticks = round(exact)
+                if ticks >= 1 and scaled > _FINE_NOISE:
+                    clock._residue = exact - ticks
+                    clock._ticks += ticks
+                    now = clock._ticks / _time.TICKS_PER_SECOND
+                    clock._now = now if now > deadline else deadline
+                    clock._jumps += 1
+                    clock._hold_since = None
+                    return
+            try:
+                clock._advance_to(deadline)
+            except BaseException as exc:  # pragma: no cover - a bug in the clock
+                clock._failed(exc)
+            return
+        try:
+            clock._after_io_wait()
+        except BaseException as exc:  # pragma: no cover - a bug in the clock
+            clock._failed(exc)
+
+    def after_run(self) -> None:
+        self._clock._run_ended()
+
+
+class _ProbeInstrument(trio.abc.Instrument):
+    """Sees the timeout of the run loop's next I/O wait; installed only while a probe is
+    armed (a ``before_io_wait`` hook on every turn would cost every jump a call)."""
 
     __slots__ = ("_clock",)
 
@@ -504,57 +927,186 @@ class _ClockInstrument(trio.abc.Instrument):
         self._clock = clock
 
     def before_io_wait(self, timeout: float) -> None:
+        clock = self._clock
         try:
-            self._clock._before_io_wait(timeout)
+            trio.lowlevel.remove_instrument(self)
+            clock._probe_installed = False
+            clock._before_io_wait(timeout)
         except BaseException as exc:  # pragma: no cover - a bug in the clock
-            self._clock._failed(exc)
+            clock._failed(exc)
 
-    def after_io_wait(self, timeout: float) -> None:
+
+_TCP_INFO: typing.Final = getattr(socket, "TCP_INFO", None)
+_TCP_INFO_TIMES: typing.Final = struct.Struct("=I4xI")  # last_data_sent, last_data_recv (ms)
+_TCP_INFO_TIMES_AT: typing.Final = 44
+_TCP_INFO_RECEIVED: typing.Final = struct.Struct("=Q")  # bytes_received
+_TCP_INFO_RECEIVED_AT: typing.Final = 128
+
+
+def _awaits_answer(fd: object) -> bool:
+    """Whether a TCP connection to an outside peer may still be answering.
+
+    It does if it has sent more recently than it received (a request in flight), if it never
+    received anything yet (a greeting, a first answer), or if anything moved either way in the
+    last :data:`_ACTIVE_HOLD` real seconds (the rest of a multi-part answer: a TLS session
+    ticket before the reply, headers before a body).  A connection quiet for longer, whose last
+    event was a receive, is idle -- a kept-alive connection, a subscription -- and does not
+    hold virtual time.  Linux's ``TCP_INFO`` gives those times (to the millisecond); elsewhere
+    every connection counts as answering -- the safe side.
+    """
+    if _TCP_INFO is None or not isinstance(fd, socket.socket):
+        return True
+    try:
+        info = fd.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 256)
+    except OSError:
+        return True
+    if len(info) < _TCP_INFO_RECEIVED_AT + 8:
+        return True
+    sent_ago, received_ago = _TCP_INFO_TIMES.unpack_from(info, _TCP_INFO_TIMES_AT)
+    (received,) = _TCP_INFO_RECEIVED.unpack_from(info, _TCP_INFO_RECEIVED_AT)
+    return bool(
+        not received or sent_ago < received_ago or min(sent_ago, received_ago) < _ACTIVE_HOLD * 1000
+    )
+
+
+def _pipe_is_ours(number: int, info: os.stat_result) -> bool:
+    """Whether the other end of the pipe ``number`` is open in this process too."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for name in names:
+        other = int(name)
+        if other == number:
+            continue
         try:
-            self._clock._after_io_wait()
-        except BaseException as exc:  # pragma: no cover - a bug in the clock
-            self._clock._failed(exc)
+            found = os.fstat(other)
+        except OSError:
+            continue
+        if found.st_ino == info.st_ino and found.st_dev == info.st_dev:
+            return True
+    return False
 
-    def after_run(self) -> None:
-        self._clock._run_ended()
+
+def _lift_shields(task: trio.lowlevel.Task) -> None:
+    """Unshield every cancel scope ``task`` is waiting inside (deadlock clean-up only).
+
+    The scopes a suspended coroutine has entered are referenced from its frame (a ``with``
+    statement keeps the scope's ``__exit__``); ``gc.get_referents`` finds them, and the
+    public ``CancelScope.shield`` setter lifts them.  anyio's scopes wrap trio's and have the
+    same attribute.
+    """
+    coro: typing.Any = task.coro
+    scope_types = (trio.CancelScope, *_anyio_scope_types())
+    while coro is not None:
+        for ref in gc.get_referents(coro):
+            scope: typing.Any = getattr(ref, "__self__", ref)
+            if isinstance(scope, scope_types) and getattr(scope, "shield", False):
+                setattr(scope, "shield", False)  # noqa: B010 - typed as a bare object here
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
 
 
-def _ticks_until(deadline: float, now: float) -> int:
+@contextlib.contextmanager
+def _sample_manager() -> _abc.Iterator[None]:
+    yield
+
+
+_GENERATOR_MANAGER: typing.Final = type(_sample_manager())
+"""contextlib's class for ``@contextmanager`` objects (``trio.fail_after`` is one)."""
+
+
+def _timers_of(task: trio.lowlevel.Task) -> frozenset[tuple[int, float]]:
+    """``(id, deadline)`` of every cancel scope ``task`` is waiting inside.
+
+    Used only for tasks waiting on outside work: a new timeout (or a moved deadline) means
+    the program set a timer just now.  The scopes are found as in :func:`_lift_shields`,
+    through ``@contextmanager`` wrappers such as ``fail_after``.
+    """
+    found: set[tuple[int, float]] = set()
+    scope_types = (trio.CancelScope, *_anyio_scope_types())
+
+    def visit(obj: object, depth: int) -> None:
+        target: typing.Any = getattr(obj, "__self__", obj) if type(obj) is types.MethodType else obj
+        if isinstance(target, scope_types):
+            found.add((id(target), getattr(target, "deadline", math.inf)))
+            return
+        if depth >= 4:
+            return
+        if isinstance(target, _GENERATOR_MANAGER):
+            target = getattr(target, "gen", None)
+        if isinstance(target, (types.GeneratorType, types.AsyncGeneratorType)):
+            for ref in gc.get_referents(target):
+                visit(ref, depth + 1)
+
+    coro: typing.Any = task.coro
+    while coro is not None:
+        for ref in gc.get_referents(coro):
+            visit(ref, 0)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return frozenset(found)
+
+
+def _anyio_scope_types() -> tuple[type, ...]:
+    anyio = sys.modules.get("anyio")
+    scope = getattr(anyio, "CancelScope", None)
+    return (scope,) if isinstance(scope, type) else ()
+
+
+def _ticks_until(deadline: float, now: float, residue: float) -> tuple[int, float]:
     """Whole ticks from the reported time ``now`` to a float ``deadline`` (> ``now``).
 
-    trio computes deadlines as ``now + delay`` in floats, so a deadline carries a few ulps of
-    rounding noise; the delay is recovered as ``deadline - now`` and turned into ticks:
+    Returns ``(ticks, new residue)``.  trio computes deadlines as ``now + delay`` in floats,
+    so a deadline carries a few ulps of rounding noise; the delay is recovered as
+    ``deadline - now`` and turned into ticks:
 
-    * where floats are finer than a tick (the first weeks of virtual time), the nearest whole
-      tick if the delay is within float noise of one, else the next tick up (a genuine instant
-      between two ticks, or a delay shorter than a tick, which still moves time);
-    * where floats are coarser (about 3.7 ns per ulp after a year), several tick counts are
-      within the noise; the roundest decimal among them is the one the program meant
-      (``0.1`` rather than ``0.100000003``), so sums of sleeps stay exact in ticks.
+    * where floats are finer than a tick (the first weeks of virtual time), the delay is
+      rounded to the nearest tick and the remainder carried to the next delay, so a long run
+      of ``sleep(1/3)`` drifts neither up nor down, and float noise below a tick (``0.3 -
+      0.2``) never adds a tick: ten ``sleep(0.1)`` are exactly one second;
+    * where floats are coarser than a tick (about 3.7 ns per ulp after a year), the round
+      decimal delay the program meant (``0.1`` rather than ``0.100000003``) is taken when
+      one is clearly rounder than chance would give; otherwise the float delay is all there
+      is, and the carried remainder keeps its rounding unbiased.
+
+    A positive delay shorter than a tick still advances one tick (time never freezes), unless
+    it is float noise: two tasks' deadlines for one instant, spelled differently
+    (``0.1 + 0.2`` and ``0.3``), are the same instant.
     """
     delay = deadline - now
-    noise = _NOISE_ULPS * math.ulp(deadline) * _time.TICKS_PER_SECOND
     scaled = delay * _time.TICKS_PER_SECOND
     if not scaled < 2.0**53:
         # A delay of more than ~104 days: whole ticks of the float are all there is.
-        return int(scaled) if math.isfinite(scaled) else int(delay) * _time.TICKS_PER_SECOND
-    if noise < 0.5:
-        ticks = round(scaled)
-        if scaled - ticks > noise:
-            ticks += 1
-        return ticks
-    low = max(0, math.ceil(scaled - noise))
-    high = math.floor(scaled + noise)
-    if high <= low:
-        return low
+        if math.isfinite(scaled):
+            return int(scaled), residue
+        return int(delay) * _time.TICKS_PER_SECOND, residue
+    noise = _NOISE_ULPS * math.ulp(deadline) * _time.TICKS_PER_SECOND
+    if noise >= 0.5:
+        low = max(1, math.ceil(scaled - noise))
+        high = math.floor(scaled + noise)
+        if low <= high:
+            roundest = _roundest(low, high)
+            if roundest[1] >= _ROUND_MARGIN * (high - low + 1):
+                return roundest[0], residue
+    if scaled <= noise:
+        return 0, residue  # float noise between two spellings of one instant: no time passes
+    exact = scaled + residue
+    ticks = round(exact)
+    if ticks < 1:
+        return 1, max(exact - 1, -0.5)
+    return ticks, exact - ticks
+
+
+def _roundest(low: int, high: int) -> tuple[int, int]:
+    """``(n, step)``: a number in ``[low, high]`` that is a multiple of the largest power of
+    ten ``step`` that has one there (the middle one of several)."""
     step = 10 ** len(str(high))
     while step > 1:
         step //= 10
         first = -(-low // step) * step
         if first <= high:
-            # Fewer than ten multiples of step fit, since no multiple of step * 10 did.
-            return min(range(first, high + 1, step), key=lambda ticks: abs(ticks - scaled))
-    return low  # pragma: no cover - every integer is a multiple of 1
+            last = high // step * step
+            return first + (last - first) // step // 2 * step, step
+    return low, 1  # pragma: no cover - every integer is a multiple of 1
 
 
 def _task_name(task: trio.lowlevel.Task) -> str:
@@ -618,7 +1170,8 @@ def run(
     cancelled and :class:`~virtualtime.DeadlockError` is raised, naming every blocked task
     and where it waits, instead of hanging.  Pass either ``clock`` (a clock you keep, to read
     or :meth:`~VirtualClock.jump` it) or clock ``options`` (``start``, ``autojump``,
-    ``autojump_threshold``, ``rate``, ``deadlock_timeout``), not both.
+    ``autojump_threshold``, ``rate``, ``deadlock_timeout``, ``patch_time``, ``wall_start``),
+    not both.
     """
     if clock is None:
         clock = VirtualClock(**options)
@@ -629,3 +1182,79 @@ def run(
     elif not isinstance(clock, VirtualClock):
         raise TypeError(f"clock must be a virtualtime.trio.VirtualClock, got {clock!r}")
     return trio.run(_run_guarded, clock, async_fn, *args, clock=clock)
+
+
+# ------------------------------------------------------------------ driving verbs
+#
+# The trio halves of virtualtime.settle/step/evolve/run_until/fast_forward/now/peek: the
+# backend-neutral functions in virtualtime._control call these when the running trio clock is
+# a VirtualClock.  They only use what any task may: sleeping, waiting for the run to be idle,
+# and the clock's own jump().
+
+
+def _now(clock: VirtualClock) -> float:
+    return clock.current_time()
+
+
+def _peek(clock: VirtualClock) -> float:
+    """Virtual time of the next pending deadline, or ``math.inf``."""
+    gap = trio.lowlevel.current_statistics().seconds_to_next_deadline
+    return math.inf if gap == math.inf else clock.current_time() + gap
+
+
+async def _settle(clock: VirtualClock) -> float:
+    """Let every task run until all are blocked; time does not move (a waiter in
+    ``wait_all_tasks_blocked`` always goes before a jump)."""
+    await trio.testing.wait_all_tasks_blocked()
+    return clock.current_time()
+
+
+async def _run_until(clock: VirtualClock, t: float) -> float:
+    """Let the clock jump from deadline to deadline (even in manual mode) until this task's own
+    deadline at ``t`` wakes it, then settle.  While this task waits, no jump can pass ``t``."""
+    autojump = clock.autojump
+    clock.autojump = True
+    try:
+        await trio.sleep_until(t)
+    finally:
+        clock.autojump = autojump
+    return await _settle(clock)
+
+
+async def _evolve(clock: VirtualClock, dt: float) -> float:
+    target = _time.to_ticks(clock.current_time()) + _time.delay_ticks(dt)
+    return await _run_until(clock, _time.to_seconds(target))
+
+
+def _check_target(clock: VirtualClock, t: float) -> float:
+    now = clock.current_time()
+    # Compare in ticks: trio's float deadlines carry noise (0.1 * 3 reads 0.300...04).
+    if _time.to_ticks(t) < _time.to_ticks(now):
+        raise ValueError(
+            f"t must not be in the past: t={t!r} < now={now!r} (virtual time never goes backwards)"
+        )
+    return t
+
+
+async def _step(clock: VirtualClock) -> float | None:
+    await _settle(clock)
+    before = clock.current_time()
+    target = _peek(clock)
+    if target == math.inf:
+        return None
+    if target <= before:
+        return await _settle(clock)  # due now: settling fired it
+    now = await _run_until(clock, target)
+    # now + gap can land an ulp short of the deadline it measured: catch that deadline too.
+    for _ in range(_NOISE_ULPS):
+        gap = trio.lowlevel.current_statistics().seconds_to_next_deadline
+        if not 0 < gap <= _NOISE_ULPS * math.ulp(now):
+            break
+        now = await _run_until(clock, max(now + gap, math.nextafter(now, math.inf)))
+    return now
+
+
+async def _fast_forward(clock: VirtualClock, dt: float) -> float:
+    clock.jump(dt)
+    await trio.lowlevel.checkpoint()
+    return await _settle(clock)

@@ -16,6 +16,14 @@ the synchronous parts (a manual :class:`Clock` tree, :meth:`Timer.run_sync`,
   journeys you can await, command, redirect, halt and resume from anywhere, on a
   :class:`Geometry` such as :class:`Euclidean`, :class:`Polyline` or :class:`GuidePath`
   (KSL's interpolated movement).
+* The modelling kit (SimPy's building blocks, in async idiom): :func:`simulate` and
+  :class:`Simulation`; processes (:func:`start`, :class:`Process` with
+  :meth:`~Process.interrupt` and :class:`Interrupt`); :func:`sleep`, :func:`now`;
+  :class:`Resource`, :class:`PriorityResource`, :class:`PreemptiveResource`;
+  :class:`Container`, :class:`Store`, :class:`FilterStore`, :class:`PriorityStore`;
+  :class:`Signal`; :func:`first_of` and :func:`all_of`; statistics on every resource,
+  container and store (:class:`ResourceStats`, :class:`BufferStats`, :class:`TimeSeries`,
+  :class:`Tally`).  See docs/coming-from-simpy.md.
 """
 
 from ._clock import Clock as Clock
@@ -30,11 +38,37 @@ from ._geometry import Geometry as Geometry
 from ._geometry import GuidePath as GuidePath
 from ._geometry import Point as Point
 from ._geometry import Polyline as Polyline
+from ._kit import ORDERS as ORDERS
+from ._kit import BufferStats as BufferStats
+from ._kit import Container as Container
+from ._kit import FilterStore as FilterStore
+from ._kit import Interrupt as Interrupt
+from ._kit import Preempted as Preempted
+from ._kit import PreemptiveResource as PreemptiveResource
+from ._kit import PriorityResource as PriorityResource
+from ._kit import PriorityStore as PriorityStore
+from ._kit import Process as Process
+from ._kit import Request as Request
+from ._kit import Resource as Resource
+from ._kit import ResourceStats as ResourceStats
+from ._kit import Signal as Signal
+from ._kit import Simulation as Simulation
+from ._kit import Store as Store
+from ._kit import all_of as all_of
+from ._kit import current_process as current_process
+from ._kit import first_of as first_of
+from ._kit import now as now
+from ._kit import simulate as simulate
+from ._kit import sleep as sleep
+from ._kit import start as start
 from ._movement import Fleet as Fleet
 from ._movement import Journey as Journey
 from ._movement import JourneyOutcome as JourneyOutcome
 from ._movement import JourneyStatus as JourneyStatus
 from ._movement import Vehicle as Vehicle
+from ._stats import Summary as Summary
+from ._stats import Tally as Tally
+from ._stats import TimeSeries as TimeSeries
 from ._timer import PRIORITIES as PRIORITIES
 from ._timer import Event as Event
 from ._timer import Timer as Timer
@@ -42,22 +76,48 @@ from ._timer import Timer as Timer
 __all__ = (
     "ARRIVAL_TOLERANCE",
     "Between",
+    "BufferStats",
     "Clock",
+    "Container",
     "DistanceTable",
     "Euclidean",
     "Event",
     "EventClock",
     "EventInfo",
     "EventQueue",
+    "FilterStore",
     "Fleet",
     "Geometry",
     "GuidePath",
+    "Interrupt",
     "Journey",
     "JourneyOutcome",
     "JourneyStatus",
+    "ORDERS",
     "PRIORITIES",
     "Point",
     "Polyline",
+    "Preempted",
+    "PreemptiveResource",
+    "PriorityResource",
+    "PriorityStore",
+    "Process",
+    "Request",
+    "Resource",
+    "ResourceStats",
+    "Signal",
+    "Simulation",
+    "Store",
+    "Summary",
+    "Tally",
+    "TimeSeries",
     "Timer",
     "Vehicle",
+    "all_of",
+    "current_process",
+    "first_of",
+    "now",
+    "simulate",
+    "sleep",
+    "start",
 )

@@ -66,6 +66,7 @@ either spins forever or invents an interval.  To stop a vehicle, ``halt()`` it.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
 import math
@@ -81,6 +82,7 @@ import anyio.abc
 
 from .._time import check_delay, delay_ticks, to_seconds, to_ticks
 from .._trace import record_span, recording
+from ._fast import asyncio_loop, set_result
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
 
 __all__ = [
@@ -393,6 +395,7 @@ class Vehicle(Generic[P]):
         self._step: _Step[P] | None = None
         self._driver: object | None = None
         self._sleep_scope: anyio.CancelScope | None = None
+        self._sleep_future: asyncio.Future[None] | None = None
         self._fleet: Fleet | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._own_fleet: Fleet | None = None
@@ -664,6 +667,8 @@ class Vehicle(Generic[P]):
     def _velocity_now(self) -> float:
         setting = self._velocity
         value: object = setting() if callable(setting) else setting
+        if type(value) is float and 0 < value < math.inf:
+            return value  # the common case, without the ABC check below
         if isinstance(value, bool) or not isinstance(value, Real):
             raise TypeError(
                 f"velocity of {self._name!r} must be a real number, got {value!r} "
@@ -702,11 +707,15 @@ class Vehicle(Generic[P]):
             distance = (
                 self._step_size if remaining - self._step_size > ARRIVAL_TOLERANCE else remaining
             )
-        self._busy = True
-        try:
-            velocity = self._velocity_now()
-        finally:
-            self._busy = False
+        setting = self._velocity
+        if type(setting) is float:  # a fixed speed, checked when it was set
+            velocity = setting
+        else:
+            self._busy = True
+            try:
+                velocity = self._velocity_now()
+            finally:
+                self._busy = False
         done_after = leg.done + distance
         target: P | None
         if (
@@ -771,13 +780,39 @@ class Vehicle(Generic[P]):
         scope, self._sleep_scope = self._sleep_scope, None
         if scope is not None:
             scope.cancel()
+        future, self._sleep_future = self._sleep_future, None
+        if future is not None and not future.done():
+            future.set_result(None)
 
     async def _drive(self, token: object) -> None:
         """The vehicle's own task for one journey: sleep to each step end, apply it, re-plan."""
+        loop = asyncio_loop()
         try:
             while self._driver is token:
                 step = self._step
                 assert step is not None
+                if loop is not None:
+                    # The fast path: a future and a loop timer; _stop_driver resolves it.
+                    delay = step.end - to_ticks(loop.time())
+                    if delay > 0:
+                        future: asyncio.Future[None] = loop.create_future()
+                        handle = loop.call_later(to_seconds(delay), set_result, future, None)
+                        self._sleep_future = future
+                        try:
+                            await future
+                        except BaseException:
+                            handle.cancel()
+                            if self._sleep_future is future:
+                                self._sleep_future = None
+                            raise
+                        if self._sleep_future is future:
+                            self._sleep_future = None  # the timer fired: nothing to cancel
+                        else:
+                            handle.cancel()  # woken early by _stop_driver
+                    if self._driver is not token or self._step is not step:
+                        return
+                    self._step_ended(step)
+                    continue
                 with anyio.CancelScope() as scope:
                     self._sleep_scope = scope
                     delay = step.end - self._now()

@@ -36,6 +36,7 @@ actions are plain functions.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import heapq
 import inspect
@@ -49,6 +50,8 @@ import anyio
 
 from .._errors import VirtualTimeError
 from .._time import TICKS_PER_SECOND, check_delay, check_finite, delay_ticks, to_seconds, to_ticks
+from ._fast import asyncio_loop
+from ._fast import set_result as _set_result
 
 __all__ = ["PRIORITIES", "Event", "Timer"]
 
@@ -247,6 +250,7 @@ class Timer:
         "_heap",
         "_observers",
         "_running",
+        "_sleep_future",
         "_sleep_scope",
         "_snap",
         "_time",
@@ -275,6 +279,7 @@ class Timer:
         self._current: Event | None = None
         self._running = False
         self._sleep_scope: anyio.CancelScope | None = None
+        self._sleep_future: asyncio.Future[bool] | None = None
         self._observers: list[Callable[[float], object]] = []
         for event in events:
             self._push(event)
@@ -306,6 +311,9 @@ class Timer:
     def _interrupt(self) -> None:
         if self._sleep_scope is not None:
             self._sleep_scope.cancel()
+        future = self._sleep_future
+        if future is not None and not future.done():
+            future.set_result(False)
 
     @property
     def time(self) -> float:
@@ -466,13 +474,22 @@ class Timer:
         """
         limit = self._check_run(until)
         self._running = True
+        loop = asyncio_loop()  # on asyncio, the fast path: a future and a loop timer
+        clock = loop.time if loop is not None else anyio.current_time
         try:
             while True:
                 entry = self._head()
                 if entry is None:
                     return
-                if not await self._sleep_until(min(entry[0], limit)):
-                    continue  # the queue changed while we slept: look again
+                due = min(entry[0], limit)
+                if due > to_ticks(clock()):
+                    # Events due now (or overdue) run without a trip through the loop.
+                    if loop is not None:
+                        awake = await self._sleep_asyncio(loop, due)
+                    else:
+                        awake = await self._sleep_until(due)
+                    if not awake:
+                        continue  # the queue changed while we slept: look again
                 if entry[0] > limit:
                     self._time = limit
                     return
@@ -490,6 +507,17 @@ class Timer:
                 self._finish(event, result)
         finally:
             self._running = False
+
+    async def _sleep_asyncio(self, loop: asyncio.AbstractEventLoop, ticks: int) -> bool:
+        """:meth:`_sleep_until` on asyncio: a future the queue's changes resolve early."""
+        future: asyncio.Future[bool] = loop.create_future()
+        handle = loop.call_at(to_seconds(ticks), _set_result, future, True)
+        self._sleep_future = future
+        try:
+            return await future
+        finally:
+            handle.cancel()
+            self._sleep_future = None
 
     async def _sleep_until(self, ticks: int) -> bool:
         """Sleep until loop time ``ticks``; False if the queue changed meanwhile."""

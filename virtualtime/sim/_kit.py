@@ -1,0 +1,1975 @@
+"""The modelling kit: processes you can interrupt, resources, containers, stores, conditions.
+
+A model is ordinary async code.  A :class:`Simulation` (or :func:`simulate`, its one-call
+entry point) runs *processes* -- coroutines started with :func:`start` -- and the kit's
+awaitables make them wait: :func:`sleep`, a :class:`Resource` request, a :class:`Container` or
+:class:`Store` get or put, a :class:`Signal`, another :class:`Process`.  :func:`first_of` and
+:func:`all_of` combine any awaitables.
+
+Interrupts are not cancellation
+-------------------------------
+``process.interrupt(cause)`` raises :class:`Interrupt` inside the process at the kit await
+where it is suspended; the process may catch it and carry on.  Cancellation (of the whole run,
+of a task group, a timeout) stays ``CancelledError``/``trio.Cancelled`` and never looks like an
+interrupt.  The interrupt is delivered by failing the one thing the process waits for, so it
+costs nothing when nobody interrupts.  A process suspended in a foreign await (``anyio.sleep``,
+a socket) is not woken: the interrupt is kept and raised at its next kit await.
+
+Abandoning a wait is always clean
+---------------------------------
+Every kit operation knows how to take itself back: a request that loses a :func:`first_of`, is
+cancelled or interrupted leaves the queue (it *reneged*); one that had just been granted is
+released; a get that had just received an item or an amount gives it back at the front.  So a
+run can be cancelled at any point -- the end of ``until`` cancels every process -- and nothing
+raises.
+
+Ordering
+--------
+Everything the kit wakes is woken through the loop in first-in first-out order, so a run is
+deterministic on asyncio.  Where SimPy's order differs, ``order="simpy"`` gives SimPy's (see
+:data:`ORDERS` and docs/coming-from-simpy.md for the table).
+
+The fast path
+-------------
+On asyncio the kit waits on plain futures and the loop's own timers (``call_later``), the
+cheapest wait asyncio has; on trio it goes through anyio (an ``Event`` per wait, a
+``CancelScope`` per sleep).  The behaviour is the same on both; trio randomises the order of
+same-instant wake-ups by design, so only asyncio promises FIFO.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import functools
+import heapq
+import itertools
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+import anyio
+import sniffio
+
+from .._errors import DeadlockError, VirtualTimeError
+from .._time import check_delay, to_seconds, to_ticks
+from ._fast import set_result as _set_result
+from ._stats import Tally, TimeSeries
+
+__all__ = [
+    "ORDERS",
+    "Container",
+    "FilterStore",
+    "Interrupt",
+    "Preempted",
+    "PreemptiveResource",
+    "PriorityResource",
+    "PriorityStore",
+    "Process",
+    "Request",
+    "Resource",
+    "Signal",
+    "Simulation",
+    "Store",
+    "all_of",
+    "current_process",
+    "first_of",
+    "now",
+    "simulate",
+    "sleep",
+    "start",
+]
+
+T = TypeVar("T")
+
+ORDERS: Final = ("virtualtime", "simpy")
+"""The two orders a :class:`Simulation` can run in.
+
+``"virtualtime"`` (default): a new process starts behind what is already ready at its
+instant; an operation that can complete at once (a free resource, an item in a store) does
+not suspend; ``until=T`` runs everything due at ``T`` (as ``run_until`` and ``--until`` do).
+``"simpy"``: a new process runs before anything else due at its instant; every kit await
+suspends once even when it could complete at once; ``until=T`` stops before anything due at
+exactly ``T``.
+"""
+
+_SIM: ContextVar[Simulation] = ContextVar("virtualtime.sim.simulation")
+_PROC: ContextVar[Process[Any] | None] = ContextVar("virtualtime.sim.process", default=None)
+
+_PENDING: Final = 0
+_DONE: Final = 1
+_OVER: Final = 2  # released, withdrawn, preempted or given back: finished without a value
+
+
+# --------------------------------------------------------------------------- interrupts
+
+
+class Interrupt(Exception):
+    """Raised inside a process by :meth:`Process.interrupt`; ``cause`` says why.
+
+    Catch it where the process can recover (a machine that breaks mid-part, a repairman called
+    away) and carry on; let it propagate to end the process.  It is never raised by
+    cancellation.
+    """
+
+    def __init__(self, cause: object = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"Interrupt({self.cause!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """The :attr:`Interrupt.cause` a user of a :class:`PreemptiveResource` receives.
+
+    ``by`` is the process whose more urgent request took the resource (None if it was not
+    made from a process), ``usage_since`` when the preempted user had been granted it, and
+    ``resource`` which resource it was.
+    """
+
+    by: Process[Any] | None
+    usage_since: float
+    resource: Resource
+
+
+# --------------------------------------------------------------------------- waiters
+
+
+class _Waiter:
+    """A settable, awaitable one-shot result for the anyio path (trio): what a future is on
+    asyncio, with the same method names, so the kit's code serves both."""
+
+    __slots__ = ("_callbacks", "_event", "_exc", "_state", "_value")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._state = _PENDING
+        self._value: Any = None
+        self._exc: BaseException | None = None
+        self._callbacks: list[Callable[[_Waiter], object]] = []
+
+    def done(self) -> bool:
+        return self._state != _PENDING
+
+    def cancelled(self) -> bool:
+        return False
+
+    def _settle(self) -> None:
+        self._state = _DONE
+        self._event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def set_result(self, value: Any) -> None:
+        self._value = value
+        self._settle()
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._exc = exc
+        self._settle()
+
+    def cancel(self) -> bool:
+        return False
+
+    def result(self) -> Any:
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    def add_done_callback(self, callback: Callable[[_Waiter], object]) -> None:
+        if self._state != _PENDING:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        if self._state == _PENDING:
+            yield from self._event.wait().__await__()
+        return self.result()
+
+
+Waiter = Any  # asyncio.Future[Any] | _Waiter
+
+
+def _suspend_once(env: Simulation) -> Generator[Any, None, None]:
+    """Yield to the loop once (SimPy's order: every await suspends)."""
+    if env._fast:
+        yield
+        while env._unstarted:
+            yield
+    else:
+        yield from anyio.lowlevel.checkpoint().__await__()
+
+
+def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, None, Any]:
+    """Await ``waiter`` as the current process's interruptible wait; abandon ``op`` on failure."""
+    proc = _PROC.get()
+    if proc is not None:
+        if proc._pending:
+            op._abandon()
+            raise proc._pending.pop(0)
+        proc._target = waiter
+    try:
+        if env._simpy and waiter.done():
+            yield from _suspend_once(env)
+        value = yield from waiter.__await__()
+        while env._unstarted:
+            yield  # SimPy's order: processes started at this instant run first
+        return value
+    except BaseException:
+        op._abandon()
+        raise
+    finally:
+        if proc is not None:
+            proc._target = None
+
+
+class _Abandonable:
+    __slots__ = ()
+
+    def _abandon(self) -> None:
+        """Take back whatever this operation did or asked for (cancelled, lost, interrupted)."""
+
+
+_NOTHING: Final = _Abandonable()
+
+
+# --------------------------------------------------------------------------- the simulation
+
+
+def _current(what: str) -> Simulation:
+    try:
+        return _SIM.get()
+    except LookupError:
+        raise VirtualTimeError(
+            f"{what} needs a running simulation: call it inside sim.simulate(...) or inside "
+            "'async with sim.Simulation():'"
+        ) from None
+
+
+class Simulation:
+    """The running model: its clock, its processes, the order it runs in, how it ends.
+
+    Use :func:`simulate` to run a model from synchronous code; use ``async with
+    Simulation() as env:`` inside code that already runs in virtual time (a test, an anyio
+    program) -- on asyncio or on trio.  Inside it, :func:`start`, :func:`sleep`, :func:`now`
+    and the resources act on this simulation; leaving the block cancels every process still
+    running (cleanly: requests leave their queues).
+
+    Args:
+        order: ``"virtualtime"`` (default) or ``"simpy"``; see :data:`ORDERS`.
+
+    A process that raises, with nobody awaiting it, fails the simulation: :meth:`run`
+    raises that exception (as SimPy's ``run`` does), and so does leaving the block.
+    """
+
+    def __init__(self, *, order: str = "virtualtime") -> None:
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(map(repr, ORDERS))}, got {order!r}")
+        self._order = order
+        self._simpy = order == "simpy"
+        self._fast = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: Any = None
+        self._clock: Callable[[], float] = _no_clock
+        self._live: set[Process[Any]] = set()
+        self._failure: BaseException | None = None
+        self._halt: Waiter | None = None
+        self._final: float | None = None
+        self._last = 0.0
+        self._token: Any = None
+        self._entered = False
+        self._started = 0.0
+        self._unstarted = 0  # order="simpy" on asyncio: processes started but not yet run
+
+    @property
+    def order(self) -> str:
+        """The order this simulation runs in (one of :data:`ORDERS`)."""
+        return self._order
+
+    @property
+    def now(self) -> float:
+        """The simulation's time: the loop's, or the end of the run once it has ended."""
+        if self._final is not None:
+            return self._final
+        return self._clock()
+
+    def _now(self) -> float:
+        final = self._final
+        return self._clock() if final is None else final
+
+    @property
+    def processes(self) -> list[Process[Any]]:
+        """The processes still running (a new list)."""
+        return list(self._live)
+
+    async def __aenter__(self) -> Simulation:
+        if self._entered:
+            raise VirtualTimeError("a Simulation can be entered once")
+        self._entered = True
+        library = sniffio.current_async_library()
+        if library == "asyncio":
+            self._loop = loop = asyncio.get_running_loop()
+            self._fast = True
+            self._clock = loop.time
+        else:
+            self._group = anyio.create_task_group()
+            await self._group.__aenter__()
+            self._clock = anyio.current_time
+        self._started = self._clock()
+        self._token = _SIM.set(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._last = self._clock()
+        if self._final is None:
+            self._final = self._last
+        try:
+            await self._cancel_all()
+        finally:
+            _SIM.reset(self._token)
+        failure = self._failure
+        if failure is not None and exc_info[0] is None:
+            self._failure = None
+            raise failure
+
+    async def _cancel_all(self) -> None:
+        if self._fast:
+            tasks = [proc._task for proc in self._live if proc._task is not None]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
+        else:
+            group = self._group
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
+
+    # ------------------------------------------------------------------ processes
+
+    def start(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> Process[T]:
+        """Start ``coro`` as a process of this simulation and return its handle."""
+        if not asyncio.iscoroutine(coro):
+            raise TypeError(
+                f"start() takes a coroutine (call the async function: start(f(...))), "
+                f"got {coro!r} ({type(coro).__name__})"
+            )
+        if self._final is not None:
+            coro.close()
+            raise VirtualTimeError("this simulation has ended; it cannot start processes")
+        proc: Process[T] = Process(self, coro, name)
+        self._live.add(proc)
+        if self._fast:
+            assert self._loop is not None
+            proc._task = task = self._loop.create_task(proc._body(), name=proc._name)
+            if self._simpy:
+                self._unstarted += 1
+                task.add_done_callback(proc._never_ran)
+        else:
+            self._group.start_soon(proc._body_anyio, name=proc._name)
+        return proc
+
+    def _ended(self, proc: Process[Any]) -> None:
+        self._live.discard(proc)
+        if not self._live:
+            halt = self._halt
+            if halt is not None and not halt.done() and self._halt_when_empty:
+                halt.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        halt = self._halt
+        if halt is not None and not halt.done():
+            halt.set_exception(exc)
+
+    # ------------------------------------------------------------------ running
+
+    _halt_when_empty = False
+
+    def _soon(self, dispatch: Callable[[], object]) -> None:
+        """Serve a queue after a put or release: at once, or (SimPy's order) one step later,
+        when SimPy would process the put or release event."""
+        if self._simpy and self._fast:
+            assert self._loop is not None
+            self._loop.call_soon(dispatch)
+        else:
+            dispatch()
+
+    def _new_waiter(self) -> Waiter:
+        if self._fast:
+            assert self._loop is not None
+            return self._loop.create_future()
+        return _Waiter()
+
+    async def run(self, until: float | None = None) -> None:
+        """Run the model until ``until``, or until every process has ended.
+
+        ``until`` is an instant of the simulation's clock.  In the default order everything
+        due at ``until`` runs (as ``virtualtime.run_until`` and ``virtualtime run --until``
+        do); in ``order="simpy"`` nothing due at exactly ``until`` runs (SimPy's rule).  Either
+        way :attr:`now` reads ``until`` afterwards.  Without ``until``, ``run`` returns when
+        every process has ended; processes blocked for ever are a
+        :class:`~virtualtime.DeadlockError` from the loop (see :func:`simulate`'s
+        ``end_when_idle``).  A process that failed with nobody awaiting it is raised here.
+        """
+        self._raise_failure()
+        if until is not None:
+            until = float(until)
+            if math.isnan(until) or until < self._clock():
+                raise ValueError(
+                    f"until={until!r} must be a number at or after the current time "
+                    f"{self._clock()!r}"
+                )
+        halt = self._halt = self._new_waiter()
+        driver: Any = None
+        try:
+            if until is None:
+                self._halt_when_empty = True
+                if not self._live:
+                    halt.set_result(None)
+                await halt
+            elif self._fast:
+                target = until
+                if self._simpy:
+                    target = to_seconds(max(to_ticks(until) - 1, to_ticks(self._clock())))
+                assert self._loop is not None
+                driver = self._loop.create_task(_drive_asyncio(target))
+                driver.add_done_callback(lambda _: _settle_halt(halt))
+                await halt
+            else:
+                await self._run_anyio(until, halt)
+        finally:
+            self._halt = None
+            self._halt_when_empty = False
+            if driver is not None and not driver.done():
+                driver.cancel()
+        self._raise_failure()
+        if until is not None:
+            self._final = until
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        if failure is not None:
+            self._failure = None
+            raise failure
+
+    async def _run_anyio(self, until: float, halt: Waiter) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def drive() -> None:
+                if self._simpy:
+                    await anyio.sleep_until(to_seconds(to_ticks(until) - 1))
+                else:
+                    await anyio.sleep_until(until)
+                await anyio.wait_all_tasks_blocked()
+                if not halt.done():
+                    halt.set_result(None)
+
+            group.start_soon(drive)
+            try:
+                await halt
+            finally:
+                group.cancel_scope.cancel()
+
+    def __repr__(self) -> str:
+        state = "ended" if self._final is not None else "running"
+        return (
+            f"<Simulation {state} now={self.now!r} processes={len(self._live)} "
+            f"order={self._order!r}>"
+        )
+
+
+def _no_clock() -> float:
+    raise VirtualTimeError("this Simulation has not been entered yet ('async with' it)")
+
+
+def _settle_halt(halt: Waiter) -> None:
+    if not halt.done():
+        halt.set_result(None)
+
+
+async def _drive_asyncio(target: float) -> None:
+    from .._loop import VirtualEventLoop
+
+    loop = asyncio.get_running_loop()
+    if isinstance(loop, VirtualEventLoop):
+        from .._control import run_until
+
+        await run_until(target)
+    else:
+        await asyncio.sleep(max(0.0, target - loop.time()))
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class Process(_Abandonable, Generic[T]):
+    """A running coroutine of the model: await it for its result, interrupt it, cancel it.
+
+    Returned by :func:`start`.  ``await process`` gives the coroutine's return value (or
+    raises its exception, which then counts as handled); any number of processes may wait.
+    """
+
+    __slots__ = (
+        "_coro",
+        "_env",
+        "_exc",
+        "_joiners",
+        "_name",
+        "_pending",
+        "_scope",
+        "_state",
+        "_target",
+        "_task",
+        "_value",
+    )
+
+    _counter = itertools.count(1)
+
+    def __init__(self, env: Simulation, coro: Coroutine[Any, Any, T], name: str | None) -> None:
+        self._env = env
+        self._coro: Coroutine[Any, Any, T] | None = coro
+        self._name = name if name is not None else getattr(coro, "__qualname__", "process")
+        self._state = _PENDING
+        self._value: Any = None
+        self._exc: BaseException | None = None
+        self._joiners: list[Waiter] | None = None  # made when somebody waits
+        self._pending: list[Interrupt] | None = None  # made when an interrupt must wait
+        self._target: Waiter | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._scope: anyio.CancelScope | None = None
+
+    @property
+    def name(self) -> str:
+        """The process's name (the coroutine's, unless :func:`start` was given one)."""
+        return self._name
+
+    @property
+    def is_alive(self) -> bool:
+        """True until the coroutine returns, raises or is cancelled."""
+        return self._state == _PENDING
+
+    @property
+    def value(self) -> T:
+        """The return value (raises the process's exception, or if it has not ended)."""
+        if self._state == _PENDING:
+            raise VirtualTimeError(f"{self!r} has not ended yet; await it for its value")
+        if self._exc is not None:
+            raise self._exc
+        result: T = self._value
+        return result
+
+    def _never_ran(self, _: object) -> None:
+        if self._coro is not None:  # cancelled before its first step
+            self._coro.close()
+            self._coro = None
+            self._env._unstarted -= 1
+            self._finish(None, None, cancelled=True)
+
+    async def _body(self) -> None:
+        env = self._env
+        if _SIM.get(None) is not env:
+            _SIM.set(env)
+        _PROC.set(self)
+        coro = self._coro
+        assert coro is not None
+        self._coro = None
+        if env._simpy and env._fast:
+            env._unstarted -= 1
+        try:
+            value = await coro
+        except BaseException as exc:
+            env._last = env._clock()
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                self._finish(None, exc, cancelled=True)
+                raise
+            if not self._finish(None, exc, cancelled=False):
+                env._fail(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._finish(value, None, cancelled=False)
+
+    async def _body_anyio(self) -> None:
+        """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            await self._body()
+        if scope.cancelled_caught and self._state == _PENDING:
+            self._finish(None, None, cancelled=True)
+
+    def _finish(self, value: Any, exc: BaseException | None, *, cancelled: bool) -> bool:
+        """Record the end; wake the joiners.  True if someone received the exception."""
+        self._state = _DONE
+        self._value = value
+        self._exc = None if cancelled else exc
+        self._env._ended(self)
+        joiners, self._joiners = self._joiners or (), None
+        told = False
+        for waiter in joiners:
+            if waiter.done():
+                continue
+            if cancelled:
+                waiter.set_exception(
+                    VirtualTimeError(f"{self!r} was cancelled before it returned a value")
+                )
+            elif exc is not None:
+                waiter.set_exception(exc)
+            else:
+                waiter.set_result(value)
+            told = True
+        return told
+
+    def _join(self, waiter: Waiter) -> None:
+        if self._joiners is None:
+            self._joiners = []
+        self._joiners.append(waiter)
+
+    def interrupt(self, cause: object = None) -> None:
+        """Raise :class:`Interrupt` ``(cause)`` inside this process at its current kit await.
+
+        The process may catch it and carry on.  Interrupting a process that has ended is a
+        :class:`~virtualtime.VirtualTimeError`; interrupting one that is running (itself) or
+        waiting on something that is not the kit's keeps the interrupt for its next kit await.
+        """
+        if self._state != _PENDING:
+            raise VirtualTimeError(f"{self!r} has ended and cannot be interrupted")
+        exc = Interrupt(cause)
+        target = self._target
+        if target is not None and not target.done():
+            target.set_exception(exc)
+        else:
+            if self._pending is None:
+                self._pending = []
+            self._pending.append(exc)
+
+    def cancel(self) -> None:
+        """Cancel the process: its kit waits are taken back and it ends without a value.
+
+        Not an interrupt: the process should not catch this and carry on.  Anyone awaiting
+        it gets a :class:`~virtualtime.VirtualTimeError` saying it was cancelled.
+        """
+        if self._state != _PENDING:
+            return
+        if self._task is not None:
+            self._task.cancel()
+        elif self._scope is not None:
+            self._scope.cancel()
+
+    def _begin(self) -> Waiter:
+        waiter = self._env._new_waiter()
+        if self._state != _PENDING:
+            if self._exc is not None:
+                waiter.set_exception(self._exc)
+            else:
+                waiter.set_result(self._value)
+        else:
+            self._join(waiter)
+        return waiter
+
+    def __await__(self) -> Generator[Any, None, T]:
+        if self._state != _PENDING:
+            if self._env._simpy:
+                yield from _suspend_once(self._env)
+            return self.value
+        waiter = self._env._new_waiter()
+        self._join(waiter)
+        result: T = yield from _wait(self._env, waiter, _Unjoin(self, waiter))
+        return result
+
+    def __repr__(self) -> str:
+        state = "alive" if self._state == _PENDING else "ended"
+        return f"<Process {self._name} {state}>"
+
+
+class _Unjoin(_Abandonable):
+    __slots__ = ("_proc", "_waiter")
+
+    def __init__(self, proc: Process[Any], waiter: Waiter) -> None:
+        self._proc = proc
+        self._waiter = waiter
+
+    def _abandon(self) -> None:
+        joiners = self._proc._joiners
+        if joiners is not None and self._waiter in joiners:
+            joiners.remove(self._waiter)
+
+
+# --------------------------------------------------------------------------- module functions
+
+
+def now() -> float:
+    """The current simulation's time (after the run: the instant it ended)."""
+    env = _SIM.get(None)
+    if env is None:
+        return _current("sim.now()").now
+    final = env._final
+    return env._clock() if final is None else final
+
+
+def start(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> Process[T]:
+    """Start ``coro`` as a process of the current simulation; returns its :class:`Process`.
+
+    It starts at the current instant (behind what is ready, or -- in ``order="simpy"`` --
+    ahead of it).  Keep the handle to await the result or to interrupt it.
+    """
+    return _current("sim.start()").start(coro, name=name)
+
+
+def current_process() -> Process[Any] | None:
+    """The process running this code, or None outside processes."""
+    return _PROC.get()
+
+
+_NUMBERS: Final = (int, float)
+
+
+class _Sleep(_Abandonable):
+    __slots__ = ("_delay", "_handle", "_waiter")
+
+    def __init__(self, delay: float) -> None:
+        self._delay = delay
+        self._handle: asyncio.TimerHandle | None = None
+        self._waiter: Waiter | None = None
+
+    def _abandon(self) -> None:
+        handle = self._handle
+        if handle is not None:
+            handle.cancel()
+            self._handle = None
+
+    def _begin(self) -> Waiter:
+        env = _current("sim.sleep()")
+        loop = env._loop
+        assert loop is not None
+        future = loop.create_future()
+        self._handle = loop.call_later(self._delay, _set_result, future, None)
+        return future
+
+    def __await__(self) -> Generator[Any, None, None]:
+        env = _current("sim.sleep()")
+        if not env._fast:
+            yield from _sleep_anyio(env, self._delay).__await__()
+            return
+        loop = env._loop
+        assert loop is not None
+        future = loop.create_future()
+        handle = loop.call_later(self._delay, _set_result, future, None)
+        proc = _PROC.get()
+        if proc is not None:
+            if proc._pending:
+                handle.cancel()
+                raise proc._pending.pop(0)
+            proc._target = future
+        try:
+            yield from future  # only the timer gives it a result; an interrupt an exception
+            while env._unstarted:
+                yield  # SimPy's order: processes started at this instant run first
+        except BaseException:
+            handle.cancel()
+            raise
+        finally:
+            if proc is not None:
+                proc._target = None
+
+    def __repr__(self) -> str:
+        return f"<sim.sleep({self._delay!r})>"
+
+
+async def _sleep_anyio(env: Simulation, delay: float) -> None:
+    proc = _PROC.get()
+    waiter = _Waiter()
+    if proc is not None:
+        if proc._pending:
+            raise proc._pending.pop(0)
+        proc._target = waiter
+    try:
+        with anyio.move_on_after(delay):
+            await waiter
+    finally:
+        if proc is not None:
+            proc._target = None
+
+
+def sleep(delay: float) -> Awaitable[None]:
+    """Wait ``delay`` of simulated time -- interruptibly (SimPy's ``timeout``).
+
+    ``await sim.sleep(5)`` in a process can be ended early by :meth:`Process.interrupt`;
+    ``sim.sleep(p)`` is also what you give :func:`first_of` for "or until ``p`` has passed".
+    ``delay`` must be >= 0 (``math.inf`` waits until interrupted or cancelled).
+    """
+    if type(delay) not in _NUMBERS or not delay >= 0:
+        delay = check_delay("delay", delay)
+    return _Sleep(delay)
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class Signal(_Abandonable):
+    """A one-shot event any number of processes can await (SimPy's ``env.event()``).
+
+    ``signal.succeed(value)`` wakes every waiter with ``value``; ``signal.fail(exc)`` raises
+    ``exc`` in each; awaiting a signal that has already fired returns at once.  Use it for
+    "the movie is sold out", "the door opened": something that happens once, with waiters
+    who may also be waiting for something else (``first_of(turn, sold_out)``).
+    """
+
+    __slots__ = ("_exc", "_state", "_value", "_waiters")
+
+    def __init__(self) -> None:
+        self._state = _PENDING
+        self._value: Any = None
+        self._exc: BaseException | None = None
+        self._waiters: list[Waiter] = []
+
+    @property
+    def triggered(self) -> bool:
+        """True once :meth:`succeed` or :meth:`fail` has been called."""
+        return self._state != _PENDING
+
+    @property
+    def value(self) -> Any:
+        """The value it succeeded with (its exception if it failed)."""
+        if self._state == _PENDING:
+            raise VirtualTimeError("this Signal has not fired yet")
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    def succeed(self, value: Any = None) -> None:
+        """Fire the signal: every waiter wakes with ``value``.  Firing twice is an error."""
+        self._fire(value, None)
+
+    def fail(self, exc: BaseException) -> None:
+        """Fire the signal with an exception, raised in every waiter."""
+        if not isinstance(exc, BaseException):
+            raise TypeError(f"fail() takes an exception, got {exc!r}")
+        self._fire(None, exc)
+
+    def _fire(self, value: Any, exc: BaseException | None) -> None:
+        if self._state != _PENDING:
+            raise VirtualTimeError("this Signal has already fired; a Signal fires once")
+        self._state = _DONE
+        self._value = value
+        self._exc = exc
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if exc is not None:
+                    waiter.set_exception(exc)
+                else:
+                    waiter.set_result(value)
+
+    def _begin(self) -> Waiter:
+        waiter = _current("awaiting a Signal")._new_waiter()
+        if self._state != _PENDING:
+            if self._exc is not None:
+                waiter.set_exception(self._exc)
+            else:
+                waiter.set_result(self._value)
+        else:
+            self._waiters.append(waiter)
+        return waiter
+
+    def __bool__(self) -> bool:
+        return self._state != _PENDING
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        env = _current("awaiting a Signal")
+        if self._state != _PENDING:
+            if env._simpy:
+                yield from _suspend_once(env)
+            return self.value
+        waiter = env._new_waiter()
+        self._waiters.append(waiter)
+        return (yield from _wait(env, waiter, _Unsignal(self, waiter)))
+
+    def __repr__(self) -> str:
+        return f"<Signal {'fired' if self._state != _PENDING else 'pending'}>"
+
+
+class _Unsignal(_Abandonable):
+    __slots__ = ("_signal", "_waiter")
+
+    def __init__(self, signal: Signal, waiter: Waiter) -> None:
+        self._signal = signal
+        self._waiter = waiter
+
+    def _abandon(self) -> None:
+        with contextlib.suppress(ValueError):
+            self._signal._waiters.remove(self._waiter)
+
+
+# --------------------------------------------------------------------------- operations
+
+
+class _Op(_Abandonable):
+    """A queued operation (a request, a get, a put): enqueued when made, awaited later."""
+
+    __slots__ = ("_env", "_state", "_time", "_value", "_waiter")
+
+    def __init__(self, env: Simulation) -> None:
+        self._env = env
+        self._state = _PENDING
+        self._value: Any = None
+        self._waiter: Waiter | None = None
+        self._time = env._clock()
+
+    def _complete(self, value: Any) -> None:
+        self._state = _DONE
+        self._value = value
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(value)
+
+    @property
+    def triggered(self) -> bool:
+        """True once the operation has completed (granted, received, stored)."""
+        return self._state == _DONE
+
+    def _begin(self) -> Waiter:
+        waiter = self._waiter
+        if waiter is None:
+            waiter = self._waiter = self._env._new_waiter()
+            if self._state == _DONE:
+                waiter.set_result(self._value)
+        return waiter
+
+    def _gone(self) -> VirtualTimeError:
+        return VirtualTimeError(f"{self!r} was withdrawn or has ended; it cannot be awaited")
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        state = self._state
+        env = self._env
+        if state == _DONE and self._waiter is None:
+            if env._simpy:
+                yield from _suspend_once(env)
+            proc = _PROC.get()
+            if proc is not None and proc._pending:
+                self._abandon()
+                raise proc._pending.pop(0)
+            return self._value
+        if state == _OVER:
+            raise self._gone()
+        return (yield from _wait(env, self._begin(), self))
+
+
+class Request(_Op):
+    """A claim on a :class:`Resource`, queued when made.
+
+    ``async with resource.request() as req:`` waits for the grant and releases on exit.
+    ``with resource.request() as req:`` only guarantees the release (or withdrawal) on exit:
+    await ``req`` inside, alone or in :func:`first_of` to give up after a while (reneging).
+    ``await req`` returns the request once granted.
+    """
+
+    __slots__ = ("_key", "_process", "_resource", "preempt", "priority", "usage_since")
+
+    def __init__(self, resource: Resource, env: Simulation, priority: int, preempt: bool) -> None:
+        super().__init__(env)
+        self._resource = resource
+        self.priority = priority
+        self.preempt = preempt
+        self._process = _PROC.get()
+        self._key = (priority, next(_request_sequence))
+        self.usage_since: float | None = None
+
+    @property
+    def resource(self) -> Resource:
+        """The resource asked for."""
+        return self._resource
+
+    @property
+    def process(self) -> Process[Any] | None:
+        """The process that made the request (it is the one a preemption interrupts)."""
+        return self._process
+
+    @property
+    def granted(self) -> bool:
+        """True while the request holds the resource."""
+        return self._state == _DONE
+
+    def release(self) -> None:
+        """Give the resource back (or leave the queue, if not granted yet).  Idempotent."""
+        state = self._state
+        if state == _DONE:
+            self._resource._release(self)
+        elif state == _PENDING:
+            self._resource._withdraw(self)
+
+    cancel = release
+
+    def _abandon(self) -> None:
+        self.release()
+
+    def __enter__(self) -> Request:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    async def __aenter__(self) -> Request:
+        await self
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def __await__(self) -> Generator[Any, None, Request]:
+        yield from super().__await__()
+        return self
+
+    def __repr__(self) -> str:
+        state = ("waiting", "granted", "over")[self._state]
+        return f"<Request {state} priority={self.priority!r} on {self._resource!r}>"
+
+
+_request_sequence = itertools.count()
+
+
+def _check_capacity(value: object, *, allow_inf: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"capacity must be a number, got {value!r} ({type(value).__name__})")
+    if not (value > 0) or (value == math.inf and not allow_inf) or math.isnan(value):
+        rule = "> 0" if allow_inf else "a finite number > 0"
+        raise ValueError(f"capacity must be {rule}, got {value!r}")
+    return value
+
+
+def _check_amount(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    if not (value > 0) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def _bind(owner: Any, env: Simulation | None) -> Simulation:
+    """The simulation ``owner`` (a resource, container or store) belongs to.
+
+    It is bound to the first simulation that uses it; using it in another is an error
+    (its queues and statistics belong to that run).
+    """
+    current = _current(f"using {owner!r}")
+    if env is None:
+        owner._env = current
+        return current
+    if current is not env:
+        raise VirtualTimeError(
+            f"{owner!r} belongs to another simulation; make a new one for each run"
+        )
+    return env
+
+
+class ResourceStats:
+    """What a resource measured: utilisation, queue length, waits, served and reneged.
+
+    Every figure takes an optional window ``start``/``end`` (delete a warm-up with
+    ``start=``); the default is the whole run, up to now (or the end of the run).
+    """
+
+    __slots__ = ("_capacity", "preempted", "queue_length", "reneged", "users", "waits")
+
+    def __init__(self, clock: Callable[[], float], capacity: float, start: float) -> None:
+        self._capacity = capacity
+        self.queue_length = TimeSeries(clock, 0, start)
+        """Number of requests waiting, over time."""
+        self.users = TimeSeries(clock, 0, start)
+        """Number of requests holding the resource, over time."""
+        self.waits = Tally()
+        """Waiting time of every granted request, stamped with its grant time."""
+        self.reneged = Tally()
+        """Time waited by every request that left the queue unserved, stamped when it left."""
+        self.preempted = Tally()
+        """Usage time of every preempted user, stamped when it was preempted."""
+
+    def utilisation(self, start: float | None = None, end: float | None = None) -> float:
+        """Mean fraction of the capacity in use over the window."""
+        return self.users.mean(start, end) / self._capacity
+
+    def mean_queue_length(self, start: float | None = None, end: float | None = None) -> float:
+        """Time-weighted mean number of waiting requests over the window."""
+        return self.queue_length.mean(start, end)
+
+    def mean_wait(self, start: float | None = None, end: float | None = None) -> float:
+        """Mean waiting time of the requests granted in the window."""
+        return self.waits.mean(start, end)
+
+    def served(self, start: float | None = None, end: float | None = None) -> int:
+        """How many requests were granted in the window."""
+        return self.waits.count(start, end)
+
+    def renege_count(self, start: float | None = None, end: float | None = None) -> int:
+        """How many requests left the queue unserved in the window."""
+        return self.reneged.count(start, end)
+
+    def __repr__(self) -> str:
+        return f"<ResourceStats served={len(self.waits)} reneged={len(self.reneged)}>"
+
+
+class Resource:
+    """``capacity`` identical units, granted first-come first-served (SimPy's ``Resource``).
+
+    ``async with counter.request() as req:`` holds one unit for the block.  ``count``,
+    ``users`` and ``queue`` show the state; :attr:`stats` what happened.  A request that is
+    cancelled, interrupted or loses a :func:`first_of` leaves the queue.  ``priority`` and
+    ``preempt`` are accepted (and ignored) so that code can switch resource kinds freely.
+    """
+
+    _prioritised = False
+    _preemptive = False
+
+    def __init__(self, capacity: int = 1, *, name: str | None = None) -> None:
+        self._capacity = _check_capacity(capacity, allow_inf=True)
+        self.name = name
+        self._users: list[Request] = []
+        self._queue: Any = [] if self._prioritised else deque()
+        self._env: Simulation | None = None
+        self._stats: ResourceStats | None = None
+
+    @property
+    def capacity(self) -> float:
+        """How many requests may hold the resource at once."""
+        return self._capacity
+
+    @property
+    def count(self) -> int:
+        """How many requests hold it now."""
+        return len(self._users)
+
+    @property
+    def users(self) -> list[Request]:
+        """The requests holding it (a new list, in grant order)."""
+        return list(self._users)
+
+    @property
+    def queue(self) -> list[Request]:
+        """The requests waiting (a new list, in the order they will be served)."""
+        return list(self._queue)
+
+    @property
+    def stats(self) -> ResourceStats:
+        """Utilisation, queue length, waiting times, served and reneged counts."""
+        if self._stats is None:
+            self._bind()
+        assert self._stats is not None
+        return self._stats
+
+    def _bind(self) -> Simulation:
+        env = _bind(self, self._env)
+        if self._stats is None:
+            self._stats = ResourceStats(env._now, self._capacity, env._started)
+        return env
+
+    def request(self, priority: int = 0, preempt: bool = True) -> Request:
+        """Ask for one unit; the request queues at once.  Smaller ``priority`` is more urgent
+        (on :class:`PriorityResource` and :class:`PreemptiveResource`)."""
+        env = self._env
+        if env is None or env._final is not None:
+            env = self._bind()
+        if priority and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise TypeError(f"priority must be an int, got {priority!r}")
+        req = Request(self, env, priority, preempt)
+        users = self._users
+        if len(users) < self._capacity or (self._preemptive and preempt and self._preempt(req)):
+            self._grant(req, req._time)
+        else:
+            queue = self._queue
+            if self._prioritised:
+                bisect.insort(queue, req, key=_request_key)
+            else:
+                queue.append(req)
+            stats = self._stats
+            assert stats is not None
+            stats.queue_length._record_at(req._time, len(queue))
+        return req
+
+    def _preempt(self, req: Request) -> bool:
+        victim = max(self._users, key=_request_key)
+        if victim._key <= req._key:
+            return False
+        stats = self._stats
+        assert stats is not None
+        now = stats.users.now
+        self._users.remove(victim)
+        victim._state = _OVER
+        since = victim.usage_since if victim.usage_since is not None else now
+        stats.preempted.add(now, now - since)
+        stats.users.record(len(self._users))
+        proc = victim._process
+        if proc is not None and proc.is_alive:
+            proc.interrupt(Preempted(by=req._process, usage_since=since, resource=self))
+        return True
+
+    def _grant(self, req: Request, now: float) -> None:
+        stats = self._stats
+        assert stats is not None
+        req.usage_since = now
+        users = self._users
+        users.append(req)
+        stats.users._record_at(now, len(users))
+        stats.waits.add(now, now - req._time)
+        req._complete(req)
+
+    def _release(self, req: Request) -> None:
+        req._state = _OVER
+        users = self._users
+        users.remove(req)
+        stats = self._stats
+        assert stats is not None
+        stats.users._record_at(req._env._clock(), len(users))
+        if self._queue:
+            req._env._soon(self._dispatch)
+
+    def _withdraw(self, req: Request) -> None:
+        req._state = _OVER
+        queue = self._queue
+        queue.remove(req)
+        stats = self._stats
+        assert stats is not None
+        now = stats.queue_length._clock()
+        stats.queue_length.record(len(queue))
+        stats.reneged.add(now, now - req._time)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        queue = self._queue
+        if not queue:
+            return
+        users = self._users
+        capacity = self._capacity
+        if len(users) >= capacity:
+            return
+        stats = self._stats
+        assert stats is not None
+        now = stats.users._clock()
+        while queue and len(users) < capacity:
+            req = queue.pop(0) if self._prioritised else queue.popleft()
+            self._grant(req, now)
+        stats.queue_length._record_at(now, len(queue))
+
+    def __repr__(self) -> str:
+        label = f" {self.name}" if self.name else ""
+        return (
+            f"<{type(self).__name__}{label} capacity={self._capacity!r} count={len(self._users)} "
+            f"queue={len(self._queue)}>"
+        )
+
+
+def _request_key(req: Request) -> tuple[int, int]:
+    return req._key
+
+
+class PriorityResource(Resource):
+    """A :class:`Resource` whose queue is served smallest ``priority`` first, FIFO within."""
+
+    _prioritised = True
+
+
+class PreemptiveResource(PriorityResource):
+    """A :class:`PriorityResource` where an urgent request takes the unit from a user.
+
+    A request with ``preempt=True`` (the default) that finds no free unit preempts the least
+    urgent user (largest ``priority``, latest request) if that user is less urgent: the user
+    loses the unit and its process receives :class:`Interrupt` with a :class:`Preempted`
+    cause (by whom, since when, on which resource).  The preempted request is over (leaving
+    its ``with`` block is fine); the process requests again if it wants to resume.
+    """
+
+    _preemptive = True
+
+
+# --------------------------------------------------------------------------- containers
+
+
+class _Get(_Op):
+    __slots__ = ("_amount", "_filter", "_owner")
+
+    def __init__(
+        self, owner: _Buffer, env: Simulation, amount: float, filter: Callable[[Any], bool] | None
+    ) -> None:
+        super().__init__(env)
+        self._owner = owner
+        self._amount = amount
+        self._filter = filter
+
+    def _abandon(self) -> None:
+        if self._state == _PENDING:
+            self._state = _OVER
+            self._owner._drop(self, self._owner._getters)
+        elif self._state == _DONE:
+            self._state = _OVER
+            self._owner._give_back(self)
+
+    def __repr__(self) -> str:
+        return f"<get from {self._owner!r}>"
+
+
+class _Put(_Op):
+    __slots__ = ("_item", "_owner")
+
+    def __init__(self, owner: _Buffer, env: Simulation, item: Any) -> None:
+        super().__init__(env)
+        self._owner = owner
+        self._item = item
+
+    def _abandon(self) -> None:
+        if self._state == _PENDING:
+            self._state = _OVER
+            self._owner._drop(self, self._owner._putters)
+
+    def __repr__(self) -> str:
+        return f"<put into {self._owner!r}>"
+
+
+class BufferStats:
+    """What a container or store measured: its level over time and the waits of gets and puts.
+
+    Windows work as on :class:`ResourceStats`.
+    """
+
+    __slots__ = ("get_waits", "level", "put_waits")
+
+    def __init__(self, clock: Callable[[], float], initial: float, start: float) -> None:
+        self.level = TimeSeries(clock, initial, start)
+        """The level (a container) or the number of items (a store), over time."""
+        self.get_waits = Tally()
+        """Waiting time of every completed get, stamped when it completed."""
+        self.put_waits = Tally()
+        """Waiting time of every completed put, stamped when it completed."""
+
+    def mean_level(self, start: float | None = None, end: float | None = None) -> float:
+        """Time-weighted mean level over the window."""
+        return self.level.mean(start, end)
+
+    def __repr__(self) -> str:
+        return f"<BufferStats gets={len(self.get_waits)} puts={len(self.put_waits)}>"
+
+
+class _Buffer:
+    """What containers and stores share: queues of gets and puts, served strictly in order."""
+
+    def __init__(self, capacity: float) -> None:
+        self._capacity = _check_capacity(capacity, allow_inf=True)
+        self._getters: deque[_Get] = deque()
+        self._putters: deque[_Put] = deque()
+        self._env: Simulation | None = None
+        self._stats: BufferStats | None = None
+
+    @property
+    def capacity(self) -> float:
+        """The most it can hold."""
+        return self._capacity
+
+    @property
+    def get_queue(self) -> list[Any]:
+        """The gets waiting, in order (a new list)."""
+        return list(self._getters)
+
+    @property
+    def put_queue(self) -> list[Any]:
+        """The puts waiting, in order (a new list)."""
+        return list(self._putters)
+
+    @property
+    def stats(self) -> BufferStats:
+        """Level over time, waiting times of gets and puts."""
+        if self._stats is None:
+            self._bind()
+        assert self._stats is not None
+        return self._stats
+
+    def _bind(self) -> Simulation:
+        env = _bind(self, self._env)
+        if self._stats is None:
+            self._stats = BufferStats(env._now, self._size(), env._started)
+        return env
+
+    def _env_now(self) -> Simulation:
+        env = self._env
+        if env is None or env._final is not None:
+            env = self._bind()
+        return env
+
+    def _size(self) -> float:
+        raise NotImplementedError
+
+    def _after_put(self, env: Simulation) -> None:
+        if env._simpy and env._fast:
+            self._dispatch(gets=False)  # the put itself completes now ...
+            env._soon(self._dispatch)  # ... waiting gets are served when SimPy would
+        else:
+            self._dispatch()
+
+    def _drop(self, op: _Op, queue: deque[Any]) -> None:
+        with contextlib.suppress(ValueError):
+            queue.remove(op)
+        self._dispatch()
+
+    def _give_back(self, op: _Get) -> None:
+        raise NotImplementedError
+
+    def _dispatch(self, gets: bool = True) -> None:
+        raise NotImplementedError
+
+    def _record(self) -> None:
+        stats = self._stats
+        assert stats is not None
+        stats.level.record(self._size())
+
+    def _completed(self, op: _Op, waits: Tally, value: Any) -> None:
+        now = self._env._clock()  # type: ignore[union-attr]
+        waits.add(now, now - op._time)
+        op._complete(value)
+
+
+class Container(_Buffer):
+    """A level of something continuous or countable -- fuel, parts -- up to ``capacity``.
+
+    ``await tank.get(amount)`` waits until ``amount`` is there and takes it; ``await
+    tank.put(amount)`` waits until it fits.  Strictly first-come first-served, as SimPy: a
+    get that cannot be served blocks every later get, even a smaller one that would fit, so
+    nobody starves (and the order of service never depends on amounts).  Likewise for puts.
+    """
+
+    def __init__(self, capacity: float = math.inf, init: float = 0, *, name: str | None = None):
+        super().__init__(capacity)
+        if isinstance(init, bool) or not isinstance(init, int | float):
+            raise TypeError(f"init must be a number, got {init!r}")
+        if not 0 <= init <= self._capacity:
+            raise ValueError(f"init must be between 0 and capacity={capacity!r}, got {init!r}")
+        self._level: float = init
+        self.name = name
+
+    @property
+    def level(self) -> float:
+        """How much it holds now."""
+        return self._level
+
+    def _size(self) -> float:
+        return self._level
+
+    def get(self, amount: float) -> Awaitable[float]:
+        """Take ``amount`` (> 0) when it is there and it is this get's turn; returns ``amount``."""
+        amount = _check_amount("amount", amount)
+        env = self._env_now()
+        op = _Get(self, env, amount, None)
+        self._getters.append(op)
+        self._dispatch()
+        return op
+
+    def put(self, amount: float) -> Awaitable[float]:
+        """Add ``amount`` (> 0) when it fits and it is this put's turn; returns ``amount``."""
+        amount = _check_amount("amount", amount)
+        if amount > self._capacity:
+            raise ValueError(f"amount={amount!r} can never fit: capacity is {self._capacity!r}")
+        env = self._env_now()
+        op = _Put(self, env, amount)
+        self._putters.append(op)
+        self._after_put(env)
+        return op
+
+    def _give_back(self, op: _Get) -> None:
+        self._level += op._amount
+        self._record()
+        self._dispatch()
+
+    def _dispatch(self, gets: bool = True) -> None:
+        stats = self._stats
+        assert stats is not None
+        getters, putters = self._getters, self._putters
+        changed = True
+        moved = False
+        while changed:
+            changed = False
+            while putters and self._capacity - self._level >= putters[0]._item:
+                op = putters.popleft()
+                self._level += op._item
+                self._completed(op, stats.put_waits, op._item)
+                changed = moved = True
+            while gets and getters and self._level >= getters[0]._amount:
+                got = getters.popleft()
+                self._level -= got._amount
+                self._completed(got, stats.get_waits, got._amount)
+                changed = moved = True
+        if moved:
+            stats.level.record(self._level)
+
+    def __repr__(self) -> str:
+        label = f" {self.name}" if self.name else ""
+        return f"<Container{label} level={self._level!r} capacity={self._capacity!r}>"
+
+
+class Store(_Buffer):
+    """Items handed from producers to consumers, first in first out (SimPy's ``Store``).
+
+    ``await store.put(item)`` waits while the store is full (``capacity``, default
+    unbounded); ``item = await store.get()`` waits while it is empty.  Getters are served in
+    the order they asked.
+    """
+
+    def __init__(self, capacity: float = math.inf, *, name: str | None = None) -> None:
+        super().__init__(capacity)
+        self._items: Any = deque()
+        self.name = name
+
+    @property
+    def items(self) -> list[Any]:
+        """The items held, in the order they will be handed out (a new list)."""
+        return list(self._items)
+
+    def _size(self) -> float:
+        return len(self._items)
+
+    def put(self, item: Any) -> Awaitable[None]:
+        """Add ``item`` when there is room."""
+        env = self._env_now()
+        op = _Put(self, env, item)
+        self._putters.append(op)
+        self._after_put(env)
+        return op
+
+    def get(self) -> Awaitable[Any]:
+        """Take the next item when there is one; returns it."""
+        env = self._env_now()
+        op = _Get(self, env, 1, None)
+        self._getters.append(op)
+        self._dispatch()
+        return op
+
+    def _add(self, item: Any) -> None:
+        self._items.append(item)
+
+    def _take(self, op: _Get) -> tuple[bool, Any]:
+        items = self._items
+        if items:
+            return True, items.popleft()
+        return False, None
+
+    def _give_back(self, op: _Get) -> None:
+        self._items.appendleft(op._value)
+        self._record()
+        self._dispatch()
+
+    def _dispatch(self, gets: bool = True) -> None:
+        stats = self._stats
+        assert stats is not None
+        getters, putters = self._getters, self._putters
+        changed = True
+        moved = False
+        while changed:
+            changed = False
+            while putters and len(self._items) < self._capacity:
+                op = putters.popleft()
+                self._add(op._item)
+                self._completed(op, stats.put_waits, None)
+                changed = moved = True
+            if gets and getters and self._items:
+                changed = self._serve_getters(stats) or changed
+                moved = moved or changed
+        if moved:
+            stats.level.record(len(self._items))
+
+    def _serve_getters(self, stats: BufferStats) -> bool:
+        getters = self._getters
+        served = False
+        while getters and self._items:
+            op = getters[0]
+            ok, item = self._take(op)
+            if not ok:
+                break
+            getters.popleft()
+            self._completed(op, stats.get_waits, item)
+            served = True
+        return served
+
+    def __repr__(self) -> str:
+        label = f" {self.name}" if self.name else ""
+        return (
+            f"<{type(self).__name__}{label} items={len(self._items)} capacity={self._capacity!r}>"
+        )
+
+
+class FilterStore(Store):
+    """A :class:`Store` whose getters say which item they want: ``await store.get(filter)``.
+
+    Each getter, in the order they asked, takes the first item its ``filter(item)`` accepts;
+    a getter whose filter accepts nothing waits without blocking the getters behind it.
+    """
+
+    def __init__(self, capacity: float = math.inf, *, name: str | None = None) -> None:
+        super().__init__(capacity, name=name)
+        self._items = []
+
+    def get(self, filter: Callable[[Any], bool] | None = None) -> Awaitable[Any]:
+        """Take the first item ``filter`` accepts (any item if None) when there is one."""
+        if filter is not None and not callable(filter):
+            raise TypeError(f"filter must be callable as filter(item) -> bool, got {filter!r}")
+        env = self._env_now()
+        op = _Get(self, env, 1, filter)
+        self._getters.append(op)
+        self._dispatch()
+        return op
+
+    def _take(self, op: _Get) -> tuple[bool, Any]:
+        wanted = op._filter
+        items = self._items
+        for index, item in enumerate(items):
+            if wanted is None or wanted(item):
+                del items[index]
+                return True, item
+        return False, None
+
+    def _give_back(self, op: _Get) -> None:
+        self._items.insert(0, op._value)
+        self._record()
+        self._dispatch()
+
+    def _serve_getters(self, stats: BufferStats) -> bool:
+        served = False
+        for op in list(self._getters):
+            if not self._items:
+                break
+            ok, item = self._take(op)
+            if ok:
+                self._getters.remove(op)
+                self._completed(op, stats.get_waits, item)
+                served = True
+        return served
+
+
+class PriorityStore(Store):
+    """A :class:`Store` that hands out its smallest item first (items must be comparable).
+
+    Put ``(priority, sequence, payload)`` tuples, or objects with ``__lt__``, as with
+    :mod:`heapq`.
+    """
+
+    def __init__(self, capacity: float = math.inf, *, name: str | None = None) -> None:
+        super().__init__(capacity, name=name)
+        self._items = []
+
+    @property
+    def items(self) -> list[Any]:
+        """The items held, smallest first (a new list)."""
+        return sorted(self._items)
+
+    def _add(self, item: Any) -> None:
+        heapq.heappush(self._items, item)
+
+    def _take(self, op: _Get) -> tuple[bool, Any]:
+        if self._items:
+            return True, heapq.heappop(self._items)
+        return False, None
+
+    def _give_back(self, op: _Get) -> None:
+        heapq.heappush(self._items, op._value)
+        self._record()
+        self._dispatch()
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+def _kit_begin(aw: object) -> Waiter | None:
+    if isinstance(aw, _Op | _Sleep | Signal | Process):
+        return aw._begin()
+    return None
+
+
+def _undo(aw: object, waiter: Any) -> None:
+    """A loser of a condition: withdraw it, undo it if it completed, or cancel it."""
+    if isinstance(aw, _Op | _Sleep):
+        aw._abandon()
+    elif isinstance(aw, Signal):
+        _Unsignal(aw, waiter)._abandon()
+    elif isinstance(aw, Process):
+        _Unjoin(aw, waiter)._abandon()
+    elif not waiter.done():
+        waiter.cancel()
+
+
+class _Many(_Abandonable):
+    __slots__ = ("_items", "_waiters")
+
+    def __init__(self, items: tuple[Any, ...], waiters: list[Any]) -> None:
+        self._items = items
+        self._waiters = waiters
+
+    def _abandon(self) -> None:
+        for aw, waiter in zip(self._items, self._waiters, strict=False):
+            _undo(aw, waiter)
+
+
+def _check_awaitables(name: str, awaitables: tuple[Any, ...]) -> None:
+    if not awaitables:
+        raise ValueError(f"{name}() needs at least one awaitable")
+    for index, aw in enumerate(awaitables):
+        if not isinstance(aw, Awaitable):
+            raise TypeError(f"{name}() argument {index} is not awaitable: {aw!r}")
+
+
+class _Condition(Awaitable[T]):
+    """What :func:`first_of` and :func:`all_of` return: awaitable once, inert if never awaited."""
+
+    __slots__ = ("_args", "_run")
+
+    def __init__(
+        self, run: Callable[..., Coroutine[Any, Any, T]], args: tuple[Awaitable[Any], ...]
+    ) -> None:
+        self._run = run
+        self._args = args
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._run(*self._args).__await__()
+
+    def __repr__(self) -> str:
+        return f"<{self._run.__name__.strip('_')} of {len(self._args)}>"
+
+
+def first_of(*awaitables: Awaitable[Any]) -> Awaitable[tuple[Awaitable[Any], Any]]:
+    """Wait for the first of ``awaitables``; return ``(which, value)`` and cancel the others.
+
+    SimPy's ``a | b``: ``which, _ = await first_of(req, sim.sleep(patience))`` then ``if
+    which is req``.  Any awaitable works (kit operations, processes, signals, coroutines,
+    futures).  The losers are taken back: a request leaves its queue (or is released if it
+    had just been granted), a get returns what it had just received, a coroutine is
+    cancelled; a process operand is only no longer waited for.  If the first to finish raised,
+    the others are taken back and the exception propagates.
+    """
+    _check_awaitables("first_of", awaitables)
+    return _Condition(_first_of, awaitables)
+
+
+async def _first_of(*awaitables: Awaitable[Any]) -> tuple[Awaitable[Any], Any]:
+    env = _current("first_of()")
+    if not env._fast:
+        return await _first_of_anyio(env, awaitables)
+    outer = env._new_waiter()
+    waiters: list[Any] = []
+    for index, aw in enumerate(awaitables):
+        waiter = _kit_begin(aw)
+        if waiter is None:
+            waiter = asyncio.ensure_future(aw)
+        waiters.append(waiter)
+        waiter.add_done_callback(functools.partial(_first_done, outer, index))
+    won: int = await _Await(env, outer, _Many(awaitables, waiters))
+    index = won
+    winner = waiters[index]
+    losers = _Many(
+        awaitables[:index] + awaitables[index + 1 :], waiters[:index] + waiters[index + 1 :]
+    )
+    losers._abandon()
+    return awaitables[index], winner.result()
+
+
+def _first_done(outer: Any, index: int, _: object) -> None:
+    if not outer.done():
+        outer.set_result(index)
+
+
+class _Await:
+    __slots__ = ("_env", "_op", "_waiter")
+
+    def __init__(self, env: Simulation, waiter: Any, op: _Abandonable) -> None:
+        self._env = env
+        self._waiter = waiter
+        self._op = op
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return (yield from _wait(self._env, self._waiter, self._op))
+
+
+def all_of(*awaitables: Awaitable[Any]) -> Awaitable[list[Any]]:
+    """Wait for every one of ``awaitables``; return their values in argument order.
+
+    SimPy's ``a & b``.  If one raises, the others are taken back (as in :func:`first_of`)
+    and the exception propagates; so does an interrupt of the waiting process.
+    """
+    _check_awaitables("all_of", awaitables)
+    return _Condition(_all_of, awaitables)
+
+
+async def _all_of(*awaitables: Awaitable[Any]) -> list[Any]:
+    env = _current("all_of()")
+    if not env._fast:
+        return await _all_of_anyio(env, awaitables)
+    outer = env._new_waiter()
+    waiters: list[Any] = []
+    remaining = [len(awaitables)]
+
+    def done(waiter: Any) -> None:
+        if outer.done():
+            return
+        if not waiter.cancelled() and waiter.exception() is not None:
+            outer.set_exception(waiter.exception())
+            return
+        remaining[0] -= 1
+        if not remaining[0]:
+            outer.set_result(None)
+
+    for aw in awaitables:
+        waiter = _kit_begin(aw)
+        if waiter is None:
+            waiter = asyncio.ensure_future(aw)
+        waiters.append(waiter)
+        waiter.add_done_callback(done)
+    await _Await(env, outer, _Many(awaitables, waiters))
+    return [waiter.result() for waiter in waiters]
+
+
+def _completed_now(aw: object) -> bool:
+    """A kit operand that has already completed (its value is there without waiting)."""
+    if isinstance(aw, _Op):
+        return aw._state == _DONE
+    if isinstance(aw, Signal | Process):
+        return aw._state != _PENDING
+    return False
+
+
+async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple[Any, Any]:
+    # Operands complete already win in argument order, as on asyncio (trio would otherwise
+    # pick among their tasks at random).
+    for aw in awaitables:
+        if _completed_now(aw):
+            for other in awaitables:
+                if other is not aw and isinstance(other, _Op):
+                    other._abandon()
+            if isinstance(aw, Request):
+                return aw, aw
+            return aw, aw._value if isinstance(aw, _Op) else aw.value
+    outer = _Waiter()
+
+    async def one(index: int, aw: Any) -> None:
+        _PROC.set(None)
+        try:
+            value = await aw
+        except Exception as exc:
+            if not outer.done():
+                outer.set_exception(exc)
+            return
+        if outer.done():
+            if isinstance(aw, _Op):
+                aw._abandon()
+            return
+        outer.set_result((index, value))
+
+    result: Any = None
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as group:
+        for index, aw in enumerate(awaitables):
+            group.start_soon(one, index, aw)
+        try:
+            result = await _Await(env, outer, _NOTHING)
+        except Exception as exc:  # raised outside the group, which would wrap it
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    index, value = result
+    return awaitables[index], value
+
+
+async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[Any]:
+    outer = _Waiter()
+    values: list[Any] = [None] * len(awaitables)
+    remaining = [len(awaitables)]
+
+    async def one(index: int, aw: Any) -> None:
+        _PROC.set(None)
+        try:
+            values[index] = await aw
+        except Exception as exc:
+            if not outer.done():
+                outer.set_exception(exc)
+            return
+        remaining[0] -= 1
+        if not remaining[0] and not outer.done():
+            outer.set_result(None)
+
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as group:
+        for index, aw in enumerate(awaitables):
+            group.start_soon(one, index, aw)
+        try:
+            await _Await(env, outer, _NOTHING)
+        except Exception as exc:  # raised outside the group, which would wrap it
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return values
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def simulate(
+    main: Callable[..., Coroutine[Any, Any, T]],
+    *args: Any,
+    until: float | None = None,
+    backend: str = "asyncio",
+    order: str = "virtualtime",
+    end_when_idle: bool = False,
+    **options: Any,
+) -> T | None:
+    """Run a model in virtual time: ``main(*args)`` as the first process; return its value.
+
+    The run ends at ``until`` (see :meth:`Simulation.run` for what happens at exactly
+    ``until`` in each order), or when every process has ended.  Processes still running at
+    the end are cancelled cleanly.  Returns ``main``'s return value, or None if ``main`` was
+    still running when the run ended (a ``setup`` that keeps creating customers).
+
+    Args:
+        until: The instant to stop at; None runs until every process has ended.
+        backend: ``"asyncio"`` (the virtual loop, with the kit's fast path) or ``"trio"``.
+        order: ``"virtualtime"`` or ``"simpy"`` (see :data:`ORDERS`).
+        end_when_idle: SimPy's ending rule: when nothing is left to happen -- every process
+            left waits for something nobody will ever do -- the run ends normally instead
+            of raising :class:`~virtualtime.DeadlockError`.  Off by default, because a model
+            that stops this way usually has a bug.
+        **options: Loop or clock options (``start``, ``deadlock_timeout``, ...), as
+            :func:`virtualtime.anyio_run` takes them.
+    """
+    if not callable(main):
+        raise TypeError(f"main must be an async function, got {main!r}")
+    if until is not None:
+        until = float(until)
+        if math.isnan(until):
+            raise ValueError("until must be a number, got nan")
+    env = Simulation(order=order)
+    holder: list[Process[T]] = []
+
+    async def runner() -> None:
+        async with env:
+            holder.append(env.start(main(*args), name=getattr(main, "__qualname__", None)))
+            await env.run(until)
+
+    from .._anyio import anyio_run
+
+    if end_when_idle:
+        options.setdefault("deadlock_timeout", 0.0)
+    try:
+        anyio_run(runner, backend=backend, **options)
+    except DeadlockError:
+        if not end_when_idle:
+            raise
+        env._final = env._last
+    if not holder:
+        return None
+    proc = holder[0]
+    if proc._state == _PENDING or proc._exc is not None:
+        return None
+    result: T = proc._value
+    return result
