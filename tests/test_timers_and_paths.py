@@ -1,0 +1,257 @@
+"""The timer kernel on its own, and the loop's two paths to the same decision.
+
+:class:`virtualtime._timers.TimerQueue` is tested here without any loop.  The loop decides
+"may time move?" on a fast path (nothing at all outside) and a general path (asking the
+outside-work model); every scenario below runs through both and must give the same story.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import virtualtime
+from virtualtime._loop import VirtualEventLoop
+from virtualtime._outside import _thread_table_size, completed_by, wrapped_into
+from virtualtime._timers import COMPACT_MIN, NEVER, TimerQueue
+
+# ------------------------------------------------------------------ TimerQueue
+
+
+class Item:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._cancelled = False
+        self._scheduled = True
+
+
+def test_entries_come_out_by_tick_then_priority_then_push_order() -> None:
+    queue = TimerQueue()
+    for ticks, priority, name in [(5, 0, "c"), (1, 0, "a"), (5, -1, "b"), (5, 0, "d"), (9, 0, "e")]:
+        queue.push(ticks, priority, Item(name))
+    assert queue.peek() == 1
+    assert [entry[3].name for entry in queue.pop_due(5)] == ["a", "b", "c", "d"]
+    assert queue.peek() == 9
+    assert len(queue) == 1
+
+
+def test_cancelled_entries_are_skipped_counted_and_forgotten() -> None:
+    forgotten: list[int] = []
+    queue = TimerQueue(on_discard=forgotten.append)
+    items = [Item(str(i)) for i in range(4)]
+    seqs = [queue.push(10 + i, 0, item) for i, item in enumerate(items)]
+    items[0]._cancelled = True
+    queue.note_cancelled()
+    items[2]._cancelled = True
+    queue.note_cancelled()
+    assert queue.peek() == 11  # the cancelled head was dropped
+    assert forgotten == [seqs[0]]
+    assert items[0]._scheduled is False
+    assert [entry[3].name for entry in queue.pop_due(100)] == ["1", "3"]
+    assert forgotten == [seqs[0], seqs[2]]
+    assert queue.cancelled == 0
+    assert queue.peek() is None
+
+
+def test_many_cancellations_compact_the_heap_in_place() -> None:
+    queue = TimerQueue()
+    heap = queue.heap
+    items = [Item(str(i)) for i in range(4 * COMPACT_MIN)]
+    for i, item in enumerate(items):
+        queue.push(i + 1, 0, item)
+    for item in items[1 : 2 * COMPACT_MIN]:
+        item._cancelled = True
+        queue.note_cancelled()
+    queue.purge()
+    assert queue.heap is heap  # the loop's reference stays valid
+    assert len(queue) == 4 * COMPACT_MIN - (2 * COMPACT_MIN - 1)
+    assert queue.cancelled == 0
+    assert [e[3].name for e in queue.pop_due(3)] == ["0"]
+
+
+def test_never_entries_are_not_next() -> None:
+    queue = TimerQueue()
+    queue.push(NEVER, 0, Item("never"))
+    assert queue.peek() is None
+    assert len(queue.live()) == 1
+    queue.clear()
+    assert len(queue) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(-3, 3), st.booleans()), max_size=60))
+def test_the_queue_matches_a_sorted_list(entries: list[tuple[int, int, bool]]) -> None:
+    queue = TimerQueue()
+    expected = []
+    for ticks, priority, cancel in entries:
+        item = Item(f"{ticks}/{priority}")
+        seq = queue.push(ticks, priority, item)
+        if cancel:
+            item._cancelled = True
+            queue.note_cancelled()
+        else:
+            expected.append((ticks, priority, seq))
+    got = [entry[:3] for entry in queue.pop_due(NEVER - 1)]
+    assert got == sorted(expected)
+
+
+# ------------------------------------------------------- fast path vs general path
+
+
+class GeneralPathLoop(VirtualEventLoop):
+    """A virtual loop that never takes the fast path: every idle moment asks the model."""
+
+    def _vt_update_fast(self) -> None:
+        self._vt_fast = False
+
+
+def run_on(path: str, main: Coroutine[Any, Any, Any], **options: Any) -> Any:
+    factory: Callable[[], VirtualEventLoop]
+    if path == "fast":
+
+        def factory() -> VirtualEventLoop:
+            return virtualtime.new_event_loop(history=10_000, **options)
+    else:
+
+        def factory() -> VirtualEventLoop:
+            return GeneralPathLoop(history=10_000, **options)
+
+    with asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(main)
+        loop = runner.get_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        assert loop._vt_fast is (path == "fast" and not options.get("rate"))
+        history = [(r.time, r.priority, r.scheduled) for r in loop.history]
+    return result, history
+
+
+async def _fifo_priorities_and_cancels() -> list[tuple[str, float]]:
+    log: list[tuple[str, float]] = []
+    loop = asyncio.get_running_loop()
+
+    async def sleeper(name: str, delay: float, priority: int = 0) -> None:
+        await virtualtime.sleep(delay, priority=priority)
+        log.append((name, loop.time()))
+
+    tasks = [
+        asyncio.create_task(sleeper(f"s{i}", 0.1 * (i % 4), priority=-(i % 3))) for i in range(30)
+    ]
+    doomed = loop.call_later(0.2, log.append, ("never", -1.0))
+    loop.call_soon(doomed.cancel)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.25):
+            await asyncio.sleep(10)
+    log.append(("timeout", loop.time()))
+    await asyncio.gather(*tasks)
+    for _ in range(10_000):
+        await asyncio.sleep(0.1)
+    log.append(("sum", loop.time()))
+    return log
+
+
+async def _random_sleepers(seed: int) -> list[tuple[int, float]]:
+    rng = random.Random(seed)
+    log: list[tuple[int, float]] = []
+    loop = asyncio.get_running_loop()
+
+    async def worker(i: int) -> None:
+        for _ in range(20):
+            await asyncio.sleep(rng.choice([0, 0.001, 0.5, 1 / 3, 7]))
+            log.append((i, loop.time()))
+
+    await asyncio.gather(*(worker(i) for i in range(20)))
+    return log
+
+
+@pytest.mark.parametrize("path", ["fast", "general"])
+def test_order_cancellation_timeouts_and_sums_on_both_paths(path: str) -> None:
+    (log, history) = run_on(path, _fifo_priorities_and_cancels())
+    fast_log, fast_history = run_on("fast", _fifo_priorities_and_cancels())
+    assert log == fast_log
+    assert history == fast_history
+    assert ("never", -1.0) not in log
+    assert log[-1] == ("sum", 1000.3)  # the last sleeper woke at 0.3, then 10,000 sleeps of 0.1
+    assert ("timeout", 0.25) in log
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+def test_random_programs_tell_the_same_story_on_both_paths(seed: int) -> None:
+    assert run_on("general", _random_sleepers(seed)) == run_on("fast", _random_sleepers(seed))
+
+
+def test_manual_driving_and_rate_take_the_general_path_and_agree() -> None:
+    async def main() -> list[float]:
+        seen = []
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+            seen.append(asyncio.get_running_loop().time())
+        return seen
+
+    paced, _ = run_on("fast", main(), rate=1000)
+    general, _ = run_on("general", main())
+    assert paced == general == [0.01, 0.02, 0.03, 0.04, 0.05]
+
+
+def test_deadlocks_are_reported_alike_on_both_paths() -> None:
+    messages = []
+    for path in ("fast", "general"):
+        with pytest.raises(virtualtime.DeadlockError) as caught:
+            run_on(path, asyncio.Event().wait())
+        messages.append(str(caught.value).split("\n")[0])
+    assert messages[0] == messages[1]
+
+
+# ------------------------------------------------ canaries for private assumptions
+
+
+def test_canary_asyncio_chains_futures_with_these_callbacks() -> None:
+    # The outside-work model reads asyncio's chaining callbacks by name (_outside.py,
+    # completed_by / wrapped_into).  If a new Python renames them, this fails first.
+    import concurrent.futures
+
+    async def main() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        release = threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            job = pool.submit(release.wait, 5)
+            wrapped = asyncio.wrap_future(job)
+            into = wrapped_into(job, loop)
+            release.set()
+            await wrapped
+        waiting = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return into, completed_by(waiting, loop) or waiting.done()
+
+    assert virtualtime.run(main()) == (True, True)
+
+
+def test_canary_threading_keeps_its_running_threads_in_a_table() -> None:
+    # The fast path counts threads through threading._active (a dict, mutated in place).
+    assert _thread_table_size() == threading.active_count() - len(threading._limbo)  # type: ignore[attr-defined]
+
+
+def test_canary_asyncio_private_names_the_model_reads() -> None:
+    import asyncio.base_subprocess
+    import asyncio.sslproto
+    import inspect
+
+    assert "_exit_waiters" in inspect.getsource(asyncio.base_subprocess.BaseSubprocessTransport)
+    assert {"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"} <= {
+        s.name for s in asyncio.sslproto.SSLProtocolState
+    }
+    loop = virtualtime.new_event_loop()
+    try:
+        assert isinstance(loop._transports, dict) or hasattr(loop._transports, "items")  # type: ignore[attr-defined]
+        assert loop._ssock.fileno() >= 0  # type: ignore[attr-defined]
+        assert "self._waiter = None" in inspect.getsource(asyncio.StreamReader.__init__)
+    finally:
+        loop.close()
