@@ -18,7 +18,7 @@ import asyncio
 import math
 
 from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
-from ._time import check_delay, check_finite, to_ticks
+from ._time import check_delay, check_finite
 
 __all__ = [
     "evolve",
@@ -79,9 +79,9 @@ async def step() -> float | None:
 
 async def evolve(dt: float) -> float:
     """Fire every timer due in ``[now, now + dt]`` at its own instant; return ``now + dt``."""
-    dt = check_delay("dt", dt)
+    check_delay("dt", dt)
     loop = running_virtual_loop("virtualtime.evolve()")
-    return await _drive(loop, loop._vt_ticks + to_ticks(dt))
+    return await _drive(loop, loop._vt_ticks + loop._vt_span_ticks(dt))
 
 
 async def run_until(t: float) -> float:
@@ -92,9 +92,9 @@ async def run_until(t: float) -> float:
 
 async def fast_forward(dt: float) -> float:
     """Leap ``dt`` at once; timers the leap made overdue fire in order, seeing the new time."""
-    dt = check_delay("dt", dt)
+    check_delay("dt", dt)
     loop = running_virtual_loop("virtualtime.fast_forward()")
-    loop._vt_leap(to_ticks(dt))
+    loop._vt_leap(loop._vt_span_ticks(dt))
     return await _drive(loop, loop._vt_ticks)
 
 
@@ -134,7 +134,11 @@ async def sleep_until(when: float, *, priority: int = 0) -> None:
     priority = _check_priority(priority)
     loop = running_virtual_loop("virtualtime.sleep_until()")
     future: asyncio.Future[None] = loop.create_future()
-    handle = loop.call_at(when, set_result_unless_cancelled, future, None, priority=priority)
+    # Not loop.call_at: a deadline already reached is a zero delay here (same-instant order
+    # by priority), which must never make time creep.
+    handle = loop._vt_call_at(
+        when, set_result_unless_cancelled, (future, None), None, priority, deadline=False
+    )
     try:
         await future
     finally:
