@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ._errors import VirtualTimeError
 from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
-from ._time import check_delay, check_finite, to_ticks
+from ._time import check_delay, check_finite
 
 if TYPE_CHECKING:
     from .trio import VirtualClock
@@ -140,13 +140,13 @@ async def step() -> float | None:
 
 async def evolve(dt: float) -> float:
     """Fire every timer due in ``[now, now + dt]`` at its own instant; return ``now + dt``."""
-    dt = check_delay("dt", dt)
+    seconds = check_delay("dt", dt)
     clock = _trio_clock("virtualtime.evolve()")
     if clock is not None:
-        result: float = await _trio_verbs()._evolve(clock, dt)
+        result: float = await _trio_verbs()._evolve(clock, seconds)
         return result
     loop = running_virtual_loop("virtualtime.evolve()")
-    return await _drive(loop, loop._vt_ticks + to_ticks(dt))
+    return await _drive(loop, loop._vt_ticks + loop._vt_span_ticks(dt))
 
 
 async def run_until(t: float) -> float:
@@ -164,13 +164,13 @@ async def run_until(t: float) -> float:
 
 async def fast_forward(dt: float) -> float:
     """Leap ``dt`` at once; timers the leap made overdue fire in order, seeing the new time."""
-    dt = check_delay("dt", dt)
+    seconds = check_delay("dt", dt)
     clock = _trio_clock("virtualtime.fast_forward()")
     if clock is not None:
-        result: float = await _trio_verbs()._fast_forward(clock, dt)
+        result: float = await _trio_verbs()._fast_forward(clock, seconds)
         return result
     loop = running_virtual_loop("virtualtime.fast_forward()")
-    loop._vt_leap(to_ticks(dt))
+    loop._vt_leap(loop._vt_span_ticks(dt))
     return await _drive(loop, loop._vt_ticks)
 
 
@@ -210,7 +210,11 @@ async def sleep_until(when: float, *, priority: int = 0) -> None:
     priority = _check_priority(priority)
     loop = running_virtual_loop("virtualtime.sleep_until()")
     future: asyncio.Future[None] = loop.create_future()
-    handle = loop.call_at(when, set_result_unless_cancelled, future, None, priority=priority)
+    # Not loop.call_at: a deadline already reached is a zero delay here (same-instant order
+    # by priority), which must never make time creep.
+    handle = loop._vt_call_at(
+        when, set_result_unless_cancelled, (future, None), None, priority, deadline=False
+    )
     try:
         await future
     finally:

@@ -56,9 +56,12 @@ import os
 import sys
 import threading
 import time as _time_module
+from asyncio import base_events as _base_events
 from asyncio import events as _asyncio_events
-from asyncio.log import logger as _asyncio_logger
+from asyncio import format_helpers as _format_helpers
 from collections.abc import Callable, Sequence
+from numbers import Real
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from ._errors import DeadlockError, RunawayError, VirtualTimeError
@@ -100,6 +103,26 @@ _ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
 """Only once anyio's asyncio backend is loaded can its worker threads exist."""
 
 _NEVER: Final = NEVER
+_HORIZON: Final = NEVER / TICKS_PER_SECOND
+"""The horizon of virtual time, in seconds (2**125 ns, about 4.25e28 s or 1.3e21 years).
+
+A timer at or beyond it is a timer at infinity: accepted, like a stock loop accepts
+``asyncio.sleep(1e300)``, and never fired.  The clock itself never reaches it."""
+
+_FAR: Final = 1e18
+"""Longest delay (seconds) the inline path of ``call_later`` takes without the full checks."""
+
+_ZERO: Final = 0
+"""The default ``priority``: the one value the inline path of ``call_later`` takes."""
+
+_INT_OR_FLOAT: Final = (float, int)
+
+_CREEP_AFTER: Final = 8
+"""Rounds at one instant that may fire ``call_at`` timers re-armed at that very instant,
+after which time creeps forward one tick (see ``VirtualEventLoop._vt_rearmed_round``)."""
+
+_InvalidStateError: Final = asyncio.InvalidStateError
+_THIS_FILE: Final = __file__
 
 _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
@@ -165,8 +188,85 @@ class _Timer(asyncio.TimerHandle):
 
 
 def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
-    if not fut.cancelled():
-        fut.set_result(result)
+    if not fut.done():
+        try:  # noqa: SIM105 - contextlib.suppress costs a context manager per wake-up
+            fut.set_result(result)
+        except _InvalidStateError:  # cancelled in between, by a signal handler (Ctrl-C)
+            pass
+
+
+def _short(value: object) -> str:
+    """``repr(value)``, cut short: a 400-digit int is named, not printed."""
+    text = repr(value)
+    if len(text) <= 60:
+        return text
+    if isinstance(value, int):
+        return f"an int of {len(str(abs(value)))} digits"
+    return text[:57] + "..."
+
+
+def _seconds(name: str, value: object) -> float:
+    """A time argument of ``call_at``/``call_later`` as a float, or an error naming it.
+
+    Accepts what a stock loop accepts in practice (any real number; ``inf`` included);
+    refuses ``None``, strings, lists and other non-numbers at once with a ``TypeError``, NaN
+    with a ``ValueError``, and an int too large for any float with a ``ValueError`` rather
+    than the stock ``OverflowError``.
+    """
+    if type(value) is float:
+        seconds = value
+    elif value is None:
+        raise TypeError(f"{name} cannot be None")
+    elif not isinstance(value, Real):
+        raise TypeError(
+            f"{name} must be a number of seconds (an int or a float), got {_short(value)} "
+            f"({type(value).__name__})"
+        )
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise ValueError(
+                f"{name} is too large for a time: {_short(value)} is beyond any float "
+                "(use math.inf to wait for ever)"
+            ) from None
+    if seconds != seconds:
+        raise ValueError(f"{name} must not be NaN, got {value!r}")
+    return seconds
+
+
+def _check_span(name: str, value: object, now: int) -> int:
+    """Ticks of a driving verb's span ``value`` (>= 0) from tick ``now``, below the horizon."""
+    span = check_delay(name, value)
+    if span < _HORIZON:
+        ticks = to_ticks(span)
+        if now + ticks < _NEVER:
+            return ticks
+    raise ValueError(
+        f"{name} would take virtual time past its horizon ({_HORIZON:.4g} s): got {_short(value)}"
+    )
+
+
+def _user_frame(frame: FrameType | None) -> FrameType | None:
+    """The innermost frame outside this module: where the caller scheduled a timer."""
+    while frame is not None and frame.f_code.co_filename == _THIS_FILE:
+        frame = frame.f_back
+    return frame
+
+
+def _describe_handle(handle: asyncio.Handle) -> str:
+    """What a ready handle will run: a task and where it is, or a callback's name."""
+    callback = getattr(handle, "_callback", None)
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        name, where = _describe_task(owner)
+        return f"task {name!r} at {where}"
+    target = getattr(callback, "func", callback)  # functools.partial
+    name = getattr(target, "__qualname__", None) or repr(target)
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        return f"callback {name}() from {code.co_filename}:{code.co_firstlineno}"
+    return f"callback {name}"
 
 
 # Timer callbacks that do nothing but resolve a future (``asyncio.sleep``'s and our own).
@@ -286,11 +386,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         at one virtual instant without time moving or real I/O arriving: something keeps
         rescheduling itself with zero delay (``call_soon``, ``call_later(0)``,
         ``sleep(0)`` in a loop), and time would otherwise never advance.  A large fan-out
-        (a million tasks started at once) is one round, not a million.
+        (a million tasks started at once) is one round, not a million.  Creeping (below) is
+        not progress: it does not reset the count.
 
     Ordering guarantee: timers due at the same virtual instant run in order of priority
     (smaller first; ``call_later(..., priority=p)``, :func:`virtualtime.sleep`), then first
     scheduled first.  Time never goes backwards.
+
+    Two limits of the clock.  It has a *horizon*, 2**125 ns (about 4.25e28 s): a timer at or
+    beyond it is a timer at infinity (never fired; :meth:`peek` says ``math.inf``), and the
+    clock never reaches it.  And a ``call_at`` deadline that keeps landing on the current
+    instant (a rate limiter whose computed wake-up rounds to now) lets time *creep* one
+    nanosecond after 8 such rounds, as a real clock would have moved; zero delays never do.
     """
 
     # asyncio-private: BaseEventLoop.__del__ reads _closed.  A loop whose options were rejected
@@ -359,6 +466,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_deadlock_timeout = deadlock_timeout
         self._vt_max_instant = max_rounds_per_instant
         self._vt_instant_count = 0
+        # The livelock guard (see _vt_rearmed_round): was call_at() asked for a deadline
+        # already reached since the last round that fired timers; at which tick, how many
+        # rounds; and (first tick, ticks crept) of the latest run of creeps.
+        self._vt_rearmed = False
+        self._vt_rearm_tick = -1
+        self._vt_rearm_rounds = 0
+        self._vt_creeping = (-2, 0)
         self._vt_drives: list[tuple[int, int, _Drive]] = []
         self._vt_target: asyncio.Future[Any] | None = None
         self._vt_fired = 0
@@ -472,6 +586,40 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._vt_now = now
         self._vt_instant_count = 0
 
+    def _vt_rearmed_round(self, now: int) -> int:
+        """A round fires timers after ``call_at`` was asked for a deadline already reached.
+
+        Returns the tick the round fires at: ``now``, or one tick later once this has
+        happened :data:`_CREEP_AFTER` times at one instant.  On a real clock time moves by
+        itself between two rounds, and code that computes its next deadline from
+        ``time()`` gets out: aiolimiter's wake-up deadline ``last_check + needed / rate``
+        can round to a float equal to now, so it re-arms ``call_at(now)`` until the clock
+        moves.  Creeping one tick is the least change that lets it out, and it is not
+        progress for the runaway guard (its round count is kept), so a genuine spin still
+        ends in :class:`RunawayError`.  Zero *delays* (``call_later(0)``, ``sleep(0,
+        priority=p)``) ask for the current instant on purpose and never creep: only a
+        deadline that keeps landing on the current instant does.
+        """
+        self._vt_rearmed = False
+        if self._vt_rearm_tick != now:
+            self._vt_rearm_tick = now
+            self._vt_rearm_rounds = 1
+            return now
+        rounds = self._vt_rearm_rounds + 1
+        if rounds <= _CREEP_AFTER:
+            self._vt_rearm_rounds = rounds
+            return now
+        ticks = now + 1
+        self._vt_ticks = ticks
+        seconds = ticks / TICKS_PER_SECOND
+        if seconds > self._vt_now:
+            self._vt_now = seconds
+        start, count = self._vt_creeping
+        self._vt_creeping = (start, count + 1) if start + count == now else (now, 1)
+        self._vt_rearm_tick = ticks
+        self._vt_rearm_rounds = 0
+        return ticks
+
     # -------------------------------------------------------------- scheduling
 
     def call_later(  # type: ignore[override]
@@ -486,15 +634,29 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         The delay is added to the current instant in integer nanoseconds, so repeated delays
         never drift; any positive delay advances at least one nanosecond.  Among timers due at
-        the same instant, smaller ``priority`` runs first, then first scheduled first.
+        the same instant, smaller ``priority`` runs first, then first scheduled first.  A
+        delay that reaches the horizon of virtual time (about 4.25e28 s; ``math.inf``
+        included) makes a timer that never fires, as ``asyncio.sleep(1e300)`` is on a stock
+        loop; ``None``, NaN and non-numbers are refused at once, naming ``delay``.
         """
-        if delay is None:
-            raise TypeError("delay must not be None")
-        if delay != delay:
-            raise ValueError(f"delay must not be NaN, got {delay!r}")
-        if priority or self._debug or self._closed or delay == math.inf:
-            ticks = _NEVER if delay == math.inf else self._vt_ticks + delay_ticks(delay)
-            return self._vt_schedule(ticks, priority, callback, args, context)
+        if (
+            priority is not _ZERO
+            or self._debug
+            or self._closed
+            or type(delay) not in _INT_OR_FLOAT
+            or not delay < _FAR  # NaN, inf and astronomically long delays included
+        ):
+            seconds = _seconds("delay", delay)
+            when = self._vt_now + seconds
+            if seconds >= _HORIZON:
+                ticks = _NEVER
+            else:
+                ticks = self._vt_ticks + delay_ticks(seconds)
+                if ticks >= _NEVER:
+                    ticks = _NEVER
+                else:
+                    when = ticks / TICKS_PER_SECOND
+            return self._vt_schedule(ticks, priority, callback, args, context, when)
         # The hot path of every asyncio.sleep(): _vt_schedule and delay_ticks, inlined.
         ticks = self._vt_ticks
         if delay > 0:
@@ -515,25 +677,47 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         context: contextvars.Context | None = None,
         priority: int = 0,
     ) -> asyncio.TimerHandle:
-        """Like :meth:`asyncio.loop.call_at`, with a ``priority``; a past ``when`` is due now."""
-        if when is None:
-            raise TypeError("when cannot be None")
-        if when != when:
-            raise ValueError(f"when must not be NaN, got {when!r}")
-        if when == math.inf:
-            ticks = _NEVER
-        elif when == -math.inf:
+        """Like :meth:`asyncio.loop.call_at`, with a ``priority``; a past ``when`` is due now.
+
+        A ``when`` at or beyond the horizon of virtual time (about 4.25e28 s; ``math.inf``
+        included) makes a timer that never fires; ``None``, NaN and non-numbers are refused
+        at once, naming ``when``.
+        """
+        return self._vt_call_at(_seconds("when", when), callback, args, context, priority, True)
+
+    def _vt_call_at(
+        self,
+        seconds: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+        priority: int,
+        deadline: bool,
+    ) -> asyncio.TimerHandle:
+        """``call_at`` for a checked float; ``deadline``: may a reached one creep?
+
+        :func:`virtualtime.sleep_until` passes False: like a zero delay, it asks for the
+        current instant (in priority order) on purpose when its time has come.
+        """
+        if seconds >= _HORIZON:
+            return self._vt_schedule(_NEVER, priority, callback, args, context, seconds)
+        if seconds == -math.inf:
+            if deadline:
+                self._vt_rearmed = True
+            return self._vt_schedule(self._vt_ticks, priority, callback, args, context)
+        ticks = to_ticks(seconds)
+        if ticks <= self._vt_ticks:
             ticks = self._vt_ticks
-        else:
-            ticks = to_ticks(when)
-            if ticks < self._vt_ticks:
-                ticks = self._vt_ticks
-            if ticks / TICKS_PER_SECOND < when:
-                # A float deadline a hair above its nearest tick (0.2 + 0.1 is
-                # 0.30000000000000004): fire at that tick, but let time() read the deadline
-                # itself, so code that re-checks ``time() >= deadline`` (anyio's cancel
-                # scopes) sees it passed, while the integer clock stays exact.
-                return self._vt_schedule(ticks, priority, callback, args, context, when)
+            if deadline:  # a deadline already reached (see _vt_rearmed_round)
+                self._vt_rearmed = True
+        elif ticks >= _NEVER:
+            return self._vt_schedule(_NEVER, priority, callback, args, context, seconds)
+        if ticks / TICKS_PER_SECOND < seconds:
+            # A float deadline a hair above its nearest tick (0.2 + 0.1 is
+            # 0.30000000000000004): fire at that tick, but let time() read the deadline
+            # itself, so code that re-checks ``time() >= deadline`` (anyio's cancel
+            # scopes) sees it passed, while the integer clock stays exact.
+            return self._vt_schedule(ticks, priority, callback, args, context, seconds)
         return self._vt_schedule(ticks, priority, callback, args, context)
 
     def _vt_schedule(
@@ -545,20 +729,28 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         context: contextvars.Context | None,
         when: float | None = None,
     ) -> asyncio.TimerHandle:
-        if priority and (isinstance(priority, bool) or not isinstance(priority, int)):
+        if type(priority) is not int and (
+            isinstance(priority, bool) or not isinstance(priority, int)
+        ):
             raise TypeError(f"priority must be an int, got {priority!r}")
         self._check_closed()  # asyncio-private: the stock "Event loop is closed" check.
         if self._debug:  # asyncio-private: debug-mode argument checks, as stock call_at does.
             self._check_thread()
             self._check_callback(callback, "call_at")
         if when is None:
-            when = math.inf if ticks == _NEVER else ticks / TICKS_PER_SECOND
+            when = ticks / TICKS_PER_SECOND
         handle: asyncio.TimerHandle
         if self._debug:
             handle = asyncio.TimerHandle(when, callback, args, self, context)
             # asyncio-private: TimerHandle.cancel() reports to _timer_handle_cancelled only
             # while _scheduled is true; that is how we count cancelled entries in our heap.
             handle._scheduled = True  # type: ignore[attr-defined]
+            # asyncio-private: _source_traceback is where a debug-mode handle was created;
+            # the stock loop trims its own frames from it, and so do we: it ends at the
+            # caller's line, not inside this module.
+            handle._source_traceback = _format_helpers.extract_stack(  # type: ignore[attr-defined]
+                _user_frame(sys._getframe(1))
+            )
         else:
             handle = _Timer(when, callback, args, self, context)
         seq = self._vt_timers.push(ticks, priority, handle)
@@ -687,7 +879,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         elif (
             self._vt_fast
             and heap
-            and heap[0][0] != _NEVER
+            and heap[0][0] < _NEVER
             and not self._vt_drives
             and self._vt_world.quiet()
         ):
@@ -705,6 +897,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         now = self._vt_ticks
         if heap and heap[0][0] <= now:
+            if self._vt_rearmed:
+                now = self._vt_rearmed_round(now)
             history = self._vt_history
             direct = not self._debug
             fired = 0
@@ -727,7 +921,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     # through the ready queue; the woken task still runs in this round.
                     future = handle._args[0]
                     if not future.done():
-                        future.set_result(handle._args[1])
+                        try:  # noqa: SIM105 - the hot path: no context manager here
+                            future.set_result(handle._args[1])
+                        except _InvalidStateError:
+                            # Cancelled between the two calls by a signal handler: Ctrl-C
+                            # under asyncio.run cancels the main task from one.
+                            pass
                         continue
                     if future.cancelled():
                         continue
@@ -763,7 +962,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 handle._run()
                 dt = _real_monotonic() - t0
                 if dt >= self.slow_callback_duration:
-                    _asyncio_logger.warning("Executing %s took %.3f seconds", handle, dt)
+                    # asyncio-private: the stock loop logs through base_events' module-level
+                    # logger with its _format_handle; both are looked up at call time, so
+                    # code that patches or filters them sees our reports too.
+                    base: Any = _base_events
+                    base.logger.warning(
+                        "Executing %s took %.3f seconds", base._format_handle(handle), dt
+                    )
             finally:
                 self._current_handle = None
 
@@ -797,12 +1002,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
             if drives:
                 target = min(head, drive)
-            elif self._vt_autojump or (self._vt_paced and head != _NEVER):
+            elif self._vt_autojump or (self._vt_paced and head < _NEVER):
                 target = head
             else:
                 target = _NEVER
 
-            if target == _NEVER:
+            if target >= _NEVER:
                 recheck = world.pending(_real_monotonic())
                 if recheck is not None:
                     # Outside work may still deliver: wait for it in real time.
@@ -849,8 +1054,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             drive = heapq.heappop(drives)[2]
             if drive.future is None:
                 self.stop()
-            elif not drive.future.done():
-                drive.future.set_result(self._vt_now)
+            else:
+                set_result_unless_cancelled(drive.future, self._vt_now)
 
     def _vt_wait_or_deadlock(self) -> None:
         """No timer may fire and no outside work is pending: wait, or report a deadlock."""
@@ -880,7 +1085,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         else:
             reason = (
                 "no callback is ready, no timer is pending"
-                + (" (only timers at infinity)" if live else "")
+                + (" (only timers at infinity, or beyond the horizon)" if live else "")
                 + " and nothing outside the loop can wake it"
             )
         lines = [f"deadlock at virtual time t={self._vt_now!r}: {reason}."]
@@ -896,12 +1101,26 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_runaway(self) -> None:
         count = self._vt_instant_count
         self._vt_instant_count = 0
+        start, crept = self._vt_creeping
+        moved = "without time moving"
+        if crept and start + crept == self._vt_ticks:
+            moved = (
+                f"with time moving only by creeping {crept} ns from t={to_seconds(start)!r} "
+                "(past timers re-armed at the current instant)"
+            )
+        spinning = [_describe_handle(handle) for handle in list(self._ready)[:3]]
         error = RunawayError(
-            f"the loop went round {count} times at virtual time t={self._vt_now!r} without "
-            "time moving "
-            f"(max_rounds_per_instant={self._vt_max_instant}): something reschedules "
-            "itself with zero delay (call_soon/call_later(0)/sleep(0) in a loop); give it a "
-            "positive delay, or raise max_rounds_per_instant"
+            f"the loop went round {count} times at virtual time t={self._vt_now!r} {moved} "
+            f"(max_rounds_per_instant={self._vt_max_instant}). Something busy-waits: it "
+            "reschedules itself with zero delay (call_soon, sleep(0), call_later(0)) waiting "
+            "for a condition that only the passing of time would change, but virtual time "
+            "passes only while the loop is idle. Wait for the condition itself instead (an "
+            "asyncio.Event, a Future, a Condition), or poll with a positive delay "
+            "(await asyncio.sleep(0.01)); if the condition comes from a thread or another "
+            "process, await it through loop.run_in_executor() / asyncio.to_thread(), or run "
+            "with autojump_threshold > 0. Raise max_rounds_per_instant only for a long but "
+            "finite burst of work at one instant."
+            + (f" Running at that instant: {'; '.join(spinning)}." if spinning else "")
         )
         waiting = [d.future for _, _, d in self._vt_drives if d.future is not None]
         if waiting:
@@ -925,7 +1144,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             super().run_forever()
 
     def run_until_complete(self, future: Any) -> Any:
-        """Like the stock method; raises :class:`DeadlockError` instead of hanging."""
+        """Like the stock method; raises :class:`DeadlockError` instead of hanging.
+
+        As on a stock loop, a loop that is closed or already running (or any loop while
+        another runs in this thread) refuses at once, before ``future`` is touched: a
+        coroutine passed in is neither wrapped in a task nor run.
+        """
+        # asyncio-private: the stock checks, which the stock method makes first too.
+        self._check_closed()
+        self._check_running()  # type: ignore[attr-defined]
         outer = self._vt_target
         target = asyncio.ensure_future(future, loop=self)
         self._vt_target = target
@@ -994,9 +1221,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         Timers created meanwhile are included when they fall in the window; everything each
         instant makes ready settles before time moves on.  Returns the new time.
         """
-        dt = check_delay("dt", dt)
+        ticks = self._vt_span_ticks(dt)
         self._vt_outside("evolve", "await virtualtime.evolve(dt)")
-        self._vt_drive_outside(self._vt_ticks + to_ticks(dt))
+        self._vt_drive_outside(self._vt_ticks + ticks)
         return self.time()
 
     def run_until(self, t: float) -> float:
@@ -1011,21 +1238,29 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         Unlike :meth:`evolve`, overdue callbacks see the new time, as after a laptop wakes.
         """
-        dt = check_delay("dt", dt)
+        ticks = self._vt_span_ticks(dt)
         self._vt_outside("fast_forward", "await virtualtime.fast_forward(dt)")
-        self._vt_leap(to_ticks(dt))
+        self._vt_leap(ticks)
         self._vt_drive_outside(self._vt_ticks)
         return self.time()
 
     def _vt_check_target(self, t: float) -> int:
         t = check_finite("t", t)
-        target = ticks_at_or_after(t)
+        target = ticks_at_or_after(t) if t < _HORIZON else _NEVER
+        if target >= _NEVER:
+            raise ValueError(
+                f"t must be before the horizon of virtual time ({_HORIZON:.4g} s), got {t!r}"
+            )
         if target < self._vt_ticks:
             raise ValueError(
                 f"t must not be in the past: t={t!r} < now={self._vt_now!r} "
                 "(virtual time never goes backwards)"
             )
         return target
+
+    def _vt_span_ticks(self, dt: object) -> int:
+        """Ticks of a driving verb's ``dt`` (finite, >= 0, not past the horizon)."""
+        return _check_span("dt", dt, self._vt_ticks)
 
     def _vt_leap(self, ticks: int) -> None:
         self._vt_set_ticks(self._vt_ticks + ticks)
@@ -1093,6 +1328,11 @@ def _validated(
 ) -> tuple[float, float, float, int | None, float, float]:
     """Check every option; return the normalised numbers (and the wall-clock epoch)."""
     start_value = check_delay("start", start)
+    if start_value >= _HORIZON:
+        raise ValueError(
+            f"start must be before the horizon of virtual time ({_HORIZON:.4g} s), "
+            f"got {_short(start)}"
+        )
     check_bool("autojump", autojump)
     threshold = check_delay("autojump_threshold", autojump_threshold)
     rate_value = check_rate("rate", rate)
@@ -1123,6 +1363,10 @@ def _check_history(history: object) -> int | None:
         )
     if history < 0:
         raise ValueError(f"history must be >= 0 (0 or None keeps none), got {history!r}")
+    if history > sys.maxsize:
+        raise ValueError(
+            f"history must be at most sys.maxsize ({sys.maxsize}), got {_short(history)}"
+        )
     return history or None
 
 

@@ -24,14 +24,31 @@ def new_event_loop(**options: Any) -> VirtualEventLoop:
     return VirtualEventLoop(**options)
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None, **options: Any) -> _T:
     """Run coroutine ``main`` on a new virtual loop and return its result, like ``asyncio.run``.
 
     The loop is closed afterwards, with async generators and the default executor shut down.
     ``options`` are those of :class:`~virtualtime.VirtualEventLoop` (``start``, ``autojump``,
     ``rate``, ``history``, ...); they are validated before ``main`` is touched, and on a bad
-    option ``main`` is closed so no "never awaited" warning follows the error.
+    option ``main`` is closed so no "never awaited" warning follows the error.  Like
+    ``asyncio.run``, it cannot be called while an event loop runs in this thread (await
+    ``main`` there instead); that error, too, closes ``main`` and creates no loop.
     """
+    if _loop_running():
+        if asyncio.iscoroutine(main):
+            main.close()
+        raise RuntimeError(
+            "virtualtime.run() cannot be called from a running event loop; "
+            "await the coroutine instead"
+        )
     try:
         loop = VirtualEventLoop(**options)
     except BaseException:
