@@ -716,3 +716,30 @@ def test_a_deadlock_still_raises_quickly_without_outside_work() -> None:
         virtualtime.run(asyncio.Event().wait())
     assert time.perf_counter() - t0 < 1.0
     assert time.process_time() - cpu0 < 0.2
+
+
+# ------------------------------------------------------------- anyio portals
+
+
+def test_a_portal_task_cancelled_right_after_it_started_is_cancelled() -> None:
+    # anyio's test_start_task_soon_cancel_immediately: the loop runs in the portal's thread;
+    # the main thread starts a task that sleeps, then cancels it at once.  Time must not jump
+    # over the sleep between the two calls.
+    import anyio
+    import anyio.from_thread
+
+    async def nap() -> str:
+        await anyio.sleep(10)
+        return "slept through"
+
+    cancelled = 0
+    for _ in range(100):
+        with anyio.from_thread.start_blocking_portal(
+            "asyncio", backend_options={"loop_factory": virtualtime.new_event_loop}
+        ) as portal:
+            future = portal.start_task_soon(nap)
+            future.cancel()
+            with contextlib.suppress(concurrent.futures.CancelledError):
+                future.result()
+            cancelled += future.cancelled()
+    assert cancelled == 100

@@ -806,6 +806,22 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         job.add_done_callback(world.job_done)
         return wrapped
 
+    def call_soon_threadsafe(  # type: ignore[override]
+        self,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        """Like the stock method; a thread that speaks to the loop briefly holds time still.
+
+        Another thread that just handed the loop a callback often hands it another at once
+        (anyio's ``BlockingPortal`` starts a task, then cancels it), so the outside-work model
+        lets it have :data:`virtualtime._outside.GRACE` real seconds before time may jump.
+        """
+        handle = super().call_soon_threadsafe(callback, *args, context=context)
+        self._vt_world.poked(callback)
+        return handle
+
     def _vt_job(self, func: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         # Runs in the worker thread: remember which thread works for us, so that a job
         # which is itself waiting for this loop (run_coroutine_threadsafe(...).result(),

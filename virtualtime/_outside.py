@@ -111,6 +111,10 @@ _TCP_LISTEN: Final = 10
 
 _PENDING_TLS: Final = frozenset({"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"})
 
+# Callbacks by which a finished thread job hands its result to the loop: asyncio's future
+# chaining (_set_state, _call_set_state) and anyio's worker threads (_report_result).
+_DELIVERIES: Final = frozenset({"_set_state", "_call_set_state", "_report_result"})
+
 
 def _chain_callbacks(future: concurrent.futures.Future[Any]) -> list[Callable[..., Any]]:
     # concurrent.futures.Future keeps its callbacks in _done_callbacks (every CPython).
@@ -255,6 +259,7 @@ class OutsideWork:
         self.signals: dict[int, Any] = {}
         self.self_pipe: int = -1
         self._anchor: tuple[float, int] | None = None
+        self._poked = -1.0
         self._recheck = _RECHECK_MIN
 
     # ------------------------------------------------------------ registration
@@ -266,6 +271,20 @@ class OutsideWork:
     def job_done(self, job: concurrent.futures.Future[Any]) -> None:
         """Called (in any thread) once the job's result has been handed to the loop."""
         self.jobs.discard(job)
+
+    def poked(self, callback: Callable[..., object]) -> None:
+        """Another thread handed the loop a callback (``call_soon_threadsafe``).
+
+        A thread that just spoke to the loop is likely to speak again at once -- anyio's
+        ``BlockingPortal`` starts a task, then cancels it; a GUI thread sends two requests --
+        so for :data:`GRACE` real seconds time may not jump past it.  A worker delivering its
+        job's result is not counted: its job is already over, and it says nothing more.
+        """
+        if getattr(callback, "__name__", "") in _DELIVERIES:
+            return
+        if threading.get_ident() in self.job_threads:
+            return
+        self._poked = _real_monotonic()
 
     def track_child(self, transport: Any) -> None:
         """A child process was started through the loop."""
@@ -551,6 +570,11 @@ class OutsideWork:
             self._recheck = min(recheck * 2, _RECHECK_MAX)
             return recheck
         self._recheck = _RECHECK_MIN
+        if self._poked >= 0:
+            left = self._poked + GRACE - real_now
+            if left > 0:
+                return left
+            self._poked = -1.0
         if self.children and self.children_pending():
             return _RECHECK_MAX  # a watcher thread or pidfd wakes us; recheck for safety
         if self.signals and self.alarm_pending():
