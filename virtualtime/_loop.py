@@ -816,11 +816,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         Another thread that just handed the loop a callback often hands it another at once
         (anyio's ``BlockingPortal`` starts a task, then cancels it), so the outside-work model
-        lets it have :data:`virtualtime._outside.GRACE` real seconds before time may jump.
+        lets it have :data:`virtualtime._outside.POKE_GRACE` real seconds before time may jump.
         """
-        handle = super().call_soon_threadsafe(callback, *args, context=context)
+        # Noted before the callback is handed over: the loop may run it, and go idle, before
+        # this thread gets the CPU back.
         self._vt_world.poked(callback)
-        return handle
+        return super().call_soon_threadsafe(callback, *args, context=context)
 
     def _vt_job(self, func: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         # Runs in the worker thread: remember which thread works for us, so that a job

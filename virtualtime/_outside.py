@@ -76,10 +76,13 @@ from typing import Any, Final
 
 from ._time import TICKS_PER_SECOND
 
-__all__ = ["GRACE", "CountingSelector", "OutsideWork", "completed_by", "wrapped_into"]
+__all__ = ["GRACE", "POKE_GRACE", "CountingSelector", "OutsideWork", "completed_by", "wrapped_into"]
 
 GRACE: Final = 0.02
 """Real seconds after data arrived from an outside peer during which more may still follow."""
+
+POKE_GRACE: Final = 0.05
+"""Real seconds a thread that just called ``call_soon_threadsafe`` may still speak again."""
 
 _RECHECK_MIN: Final = 0.0005
 _RECHECK_MAX: Final = 0.05
@@ -277,7 +280,7 @@ class OutsideWork:
 
         A thread that just spoke to the loop is likely to speak again at once -- anyio's
         ``BlockingPortal`` starts a task, then cancels it; a GUI thread sends two requests --
-        so for :data:`GRACE` real seconds time may not jump past it.  A worker delivering its
+        so for :data:`POKE_GRACE` real seconds time may not jump past it.  A worker delivering its
         job's result is not counted: its job is already over, and it says nothing more.
         """
         if getattr(callback, "__name__", "") in _DELIVERIES:
@@ -571,7 +574,7 @@ class OutsideWork:
             return recheck
         self._recheck = _RECHECK_MIN
         if self._poked >= 0:
-            left = self._poked + GRACE - real_now
+            left = self._poked + POKE_GRACE - real_now
             if left > 0:
                 return left
             self._poked = -1.0
