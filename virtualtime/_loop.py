@@ -1028,7 +1028,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if self._vt_threshold > 0:
                 if self._vt_poll(self._vt_threshold):
                     return
-            elif self._vt_selector.registered > 1 and self._vt_poll(0):
+            elif (self._vt_selector.registered > 1 or self._vt_signals) and self._vt_poll(0):
+                # Bytes already in the kernel go first -- and so do signals: a signal handler's
+                # wake-up byte waits in the self-pipe, which only a poll reads.
                 return
             self._vt_set_ticks(target)
             if self._vt_paced:
