@@ -501,6 +501,29 @@ def test_doubling_sleeps_stop_at_the_horizon(options: dict[str, Any]) -> None:
     assert reached[-1] == (2 ** (fits[-1] + 1) - 1) * 10**9 / 1e9
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+def test_a_signal_already_received_is_handled_before_time_jumps() -> None:
+    # CPython's test_add_signal_handler: the handler's wake-up byte waits in the self-pipe,
+    # and the loop jumped from sleep to sleep without reading it (then past its horizon).
+    caught: list[float] = []
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, lambda: caught.append(loop.time()))
+        try:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            delay, sleeps = 0.001, 0
+            while not caught and sleeps < 10:
+                await asyncio.sleep(delay)
+                delay, sleeps = max(delay * 2, 1.0), sleeps + 1
+            return sleeps
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR1)
+
+    assert virtualtime.run(main()) == 1
+    assert caught == [0.0]  # handled before the first jump: time had not moved yet
+
+
 # ------------------------------------------------------------------------------- 5. Ctrl-C
 
 INTERRUPTED_SCRIPT = """

@@ -1058,7 +1058,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 if self._vt_poll(self._vt_threshold):
                     return
             elif (self._vt_selector.registered > 1 or self._vt_signals) and self._vt_poll(0):
-                return  # bytes already in the kernel, or a signal, come before any jump
+                # Bytes already in the kernel go first -- and so do signals: a signal handler's
+                # wake-up byte waits in the self-pipe, which only a poll reads.
+                return
             self._vt_set_ticks(target)
             if self._vt_paced:
                 self._vt_anchor.rebase(self._vt_now)
