@@ -255,3 +255,19 @@ def test_canary_asyncio_private_names_the_model_reads() -> None:
         assert "self._waiter = None" in inspect.getsource(asyncio.StreamReader.__init__)
     finally:
         loop.close()
+
+
+def test_a_debug_call_soon_threadsafe_handle_names_its_caller() -> None:
+    # The loop overrides call_soon_threadsafe (the outside-work model notes the poke): a
+    # debug handle must still point at the caller, as on stock (CPython HandleTests).
+    import sys
+
+    loop = virtualtime.new_event_loop()
+    loop.set_debug(True)
+    try:
+        handle = loop.call_soon_threadsafe(print)
+        line = sys._getframe().f_lineno - 1
+        source = handle._source_traceback[-1]  # type: ignore[attr-defined]
+        assert (source.filename, source.lineno) == (__file__, line)
+    finally:
+        loop.close()

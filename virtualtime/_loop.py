@@ -821,7 +821,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # Noted before the callback is handed over: the loop may run it, and go idle, before
         # this thread gets the CPU back.
         self._vt_world.poked(callback)
-        return super().call_soon_threadsafe(callback, *args, context=context)
+        handle = super().call_soon_threadsafe(callback, *args, context=context)
+        # asyncio-private: a debug handle records where it was made and the stock method
+        # drops its own frame from that record; drop this one too, so it names the caller.
+        if handle._source_traceback:  # type: ignore[attr-defined]
+            del handle._source_traceback[-1]  # type: ignore[attr-defined]
+        return handle
 
     def _vt_job(self, func: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         # Runs in the worker thread: remember which thread works for us, so that a job
