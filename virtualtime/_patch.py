@@ -247,6 +247,8 @@ def _wall_ns(loop: VirtualEventLoop, wall: float) -> int:
 
 
 _last_datetime: list[Any] = [None, None, None, None]  # cls, tz, wall_ns -> the value
+_FLOAT_EXACT_MICROS: Final = 2**32 * 1_000_000
+"""Below this many microseconds since 1970 (the year 2106), ``micros / 1e6`` rounds back exactly."""
 
 
 def _datetime_at(cls: type[_dt.datetime], tz: _dt.tzinfo | None, wall_ns: int) -> Any:
@@ -255,13 +257,19 @@ def _datetime_at(cls: type[_dt.datetime], tz: _dt.tzinfo | None, wall_ns: int) -
     last = _last_datetime
     if last[2] == wall_ns and last[0] is cls and last[1] is tz:
         return last[3]
-    if cls is _REAL_DATETIME and tz is _UTC:
-        value: Any = _EPOCH_UTC + _dt.timedelta(microseconds=wall_ns // 1000)
+    micros = wall_ns // 1000  # truncated, like the real clock
+    value: Any
+    if 0 <= micros < _FLOAT_EXACT_MICROS:
+        # One C call: a whole number of microseconds divided by 1e6 is a float within a
+        # quarter of a microsecond of the exact value (below 2**32 s), and fromtimestamp
+        # rounds to the nearest microsecond, so it gets exactly these microseconds back --
+        # local time and DST folds as the real now() does.
+        value = cls.fromtimestamp(micros / 1_000_000, tz)
+    elif cls is _REAL_DATETIME and tz is _UTC:
+        value = _EPOCH_UTC + _dt.timedelta(microseconds=micros)
     else:
-        secs, rest = divmod(wall_ns, TICKS_PER_SECOND)
-        # Whole seconds through fromtimestamp (local time and DST folds as the real now()
-        # does), then the microseconds, truncated like the real clock.
-        value = cls.fromtimestamp(secs, tz).replace(microsecond=rest // 1000)
+        secs, rest = divmod(micros, 1_000_000)
+        value = cls.fromtimestamp(secs, tz).replace(microsecond=rest)
     last[:] = (cls, tz, wall_ns, value)
     return value
 
