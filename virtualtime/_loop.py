@@ -1,8 +1,9 @@
 """The virtual-time asyncio event loop.
 
-This module is the only place in virtualtime that touches private parts of asyncio.  Each
-touch is marked ``# asyncio-private:`` with the reason; the test suite runs on every CPython
-from 3.11 to 3.15 to keep them honest.
+This module and :mod:`virtualtime._outside` (the outside-work model it asks) are the only
+places in virtualtime that touch private parts of asyncio.  Each touch is marked
+``# asyncio-private:`` with the reason; canary tests (``tests/test_timers_and_paths.py``) and
+the suite on every CPython from 3.11 to 3.15 keep them honest.
 
 How the loop decides what happens next
 --------------------------------------
@@ -52,7 +53,6 @@ import datetime
 import heapq
 import inspect
 import math
-import os
 import sys
 import threading
 import time as _time_module
@@ -93,14 +93,10 @@ __all__ = [
 _T = TypeVar("_T")
 
 _real_monotonic: Final = _time_module.monotonic
-_active_threads: Final = threading.active_count
 _heappop: Final = heapq.heappop
 _heappush: Final = heapq.heappush
 _current_task: Final = asyncio.current_task
-_FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
 _modules: Final = sys.modules
-_ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
-"""Only once anyio's asyncio backend is loaded can its worker threads exist."""
 
 _NEVER: Final = NEVER
 _HORIZON: Final = NEVER / TICKS_PER_SECOND

@@ -89,7 +89,6 @@ _RECHECK_MAX: Final = 0.05
 """Real-time re-check interval bounds while outside work cannot wake the loop by itself."""
 
 _real_monotonic: Final = _time_module.monotonic
-_active_threads: Final = threading.active_count
 # Read on every round of the fast path: the length of threading's own table of running
 # threads costs a tenth of active_count(), which takes a lock.
 _thread_table_size: Final = threading._active.__len__  # type: ignore[attr-defined]
@@ -554,9 +553,6 @@ class OutsideWork:
                 if left > 0:
                     recheck = left if recheck is None else min(recheck, left)
         return recheck
-
-    def outside_connections(self) -> list[str]:
-        return [entry.label for _, entry in self._sockets_now() if entry.kind == "outside"]
 
     # ------------------------------------------------------------- decisions
 
