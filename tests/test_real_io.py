@@ -287,10 +287,14 @@ def test_anyio_from_thread_inside_to_thread_lets_time_move() -> None:
 def test_a_process_pool_job_holds_time_and_returns() -> None:
     import concurrent.futures
     import math
+    import multiprocessing
 
     async def main() -> tuple[int, float]:
         loop = asyncio.get_running_loop()
-        with concurrent.futures.ProcessPoolExecutor(1) as pool:
+        # spawn, not fork: the suite's process has other threads by now, and a forked child
+        # can inherit a lock one of them held (and hang), whatever loop runs the parent.
+        spawn = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
             result = await asyncio.wait_for(
                 loop.run_in_executor(pool, math.factorial, 5), timeout=30
             )
