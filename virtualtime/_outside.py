@@ -13,6 +13,9 @@ Outside work is what the outside may still **answer**, not everything that is op
   pool.submit(...))``), while they run; a job that is itself blocked waiting for *this* loop
   (``run_coroutine_threadsafe(...).result()``, anyio's ``from_thread.run``) is not, or neither
   side could go on; a job blocked on another pool's future or another loop still is;
+* **a thread that just handed the loop a callback** (``call_soon_threadsafe``), for
+  :data:`POKE_GRACE`: it is likely to speak again at once (anyio's portal starts a task, then
+  cancels it);
 * **child processes** started through the loop that are still running while something waits
   for them: their exit (``proc.wait()``, ``communicate()``) or their output -- under every
   child watcher (a pidfd, a watcher thread, or a plain ``waitpid`` thread);
