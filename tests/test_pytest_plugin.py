@@ -1297,7 +1297,7 @@ def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
                 await asyncio.sleep(1)
                 # A slow step in the test's own code: where the alarm lands, nearly always
                 # (rather than inside the loop's bookkeeping, which no loop survives intact).
-                time.sleep(0.005)
+                time.sleep(0.005)  # real-time: a slow step of the test's own, for the alarm
         """,
     )
     # In a child process: the alarm interrupts the loop at a random point, and whatever that
@@ -1335,7 +1335,7 @@ def test_ctrl_c_in_a_virtual_test_tells_where_virtual_time_was(
             print("started", flush=True)
             while True:
                 await asyncio.sleep(1)
-                time.sleep(0.005)  # a slow step, where Ctrl-C lands (see the test above)
+                time.sleep(0.005)  # real-time: a slow step, where Ctrl-C lands (see above)
         """,
     )
     pytester.makeini(INI)

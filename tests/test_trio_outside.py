@@ -259,6 +259,7 @@ def test_tls_handshakes_with_a_server_thread_never_time_out() -> None:
 async def _children() -> tuple[int, bytes, float]:
     script = "import time; time.sleep(0.05); print('done')"  # real-time: a child's real work
     with trio.fail_after(5):
+        # real-time: the child's own work, 50 ms
         finished = await trio.run_process([sys.executable, "-c", "import time; time.sleep(0.05)"])
     process = await trio.lowlevel.open_process(
         [sys.executable, "-c", script], stdout=subprocess.PIPE
