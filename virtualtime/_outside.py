@@ -327,21 +327,21 @@ class OutsideWork:
             waited = _blocked_on(frames.get(ident))
             if waited is None or waited.done():
                 return True  # working, or about to wake up with the answer it waited for
-            if not completed_by(waited, loop) and not self._is_free(waited):
+            if not completed_by(waited, loop) and not self._is_free(waited, frames):
                 return True  # waiting on another pool or another loop: still outside work
         return False
 
-    def _is_free(self, future: concurrent.futures.Future[Any]) -> bool:
+    def _is_free(
+        self, future: concurrent.futures.Future[Any], frames: dict[int, FrameType]
+    ) -> bool:
         # A plain Future that no executor runs (anyio's run_sync_from_thread): the loop sets
         # it from a callback it has already been handed.
-        return not any(
+        if any(
             getattr(cb, "__name__", "") in ("_call_check_cancel", "_call_set_state")
             for cb in _chain_callbacks(future)
-        ) and not self._running_in_a_pool(future)
-
-    def _running_in_a_pool(self, future: concurrent.futures.Future[Any]) -> bool:
-        frames = sys._current_frames()
-        return any(_work_item_future(frame) is future for frame in frames.values())
+        ):
+            return False
+        return not any(_work_item_future(frame) is future for frame in frames.values())
 
     def _other_worker_threads(self, known: list[int]) -> list[int]:
         """anyio workers of this loop, and pool threads running a job wrapped into it."""
