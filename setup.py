@@ -1,4 +1,4 @@
-"""Build hook for the one optional compiled part: ``virtualtime._cdate`` (see its source).
+"""Build hook for the optional compiled part: ``virtualtime._cclocks`` (see its source).
 
 Everything else is in pyproject.toml.  The extension is optional: without a compiler (or with
 ``VIRTUALTIME_PURE_PYTHON=1`` in the environment) the build skips it and virtualtime uses its
@@ -11,6 +11,6 @@ from setuptools import Extension, setup
 
 extensions = []
 if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
-    extensions.append(Extension("virtualtime._cdate", ["virtualtime/_cdate.c"], optional=True))
+    extensions.append(Extension("virtualtime._cclocks", ["virtualtime/_cclocks.c"], optional=True))
 
 setup(ext_modules=extensions)

@@ -9,8 +9,10 @@ libraries do: ``from time import monotonic``, a default argument, a stored
 
 * install + restore: entering and leaving a loop's :class:`~virtualtime._patch.TimePatch`
   (what every ``run_forever``/``evolve`` from outside does), median of many;
-* per call: ``time.monotonic()``, ``time.time()`` and ``datetime.now(UTC)`` unpatched, patched
-  but called from another thread (the real path), and on the patched loop's thread.
+* per call, on the patched loop's thread and (the real path) on another thread, each against
+  the unpatched clock called in the same place: interleaved rounds, best of each, so load on
+  the machine hits both sides alike.  Which path ran (compiled helper or pure Python) is
+  printed first; ``VIRTUALTIME_PURE_PYTHON=1`` forces the pure one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import datetime
 import functools
+import math
 import statistics
 import sys
 import time
@@ -58,16 +61,11 @@ def load_modules(target: int, stored_every: int) -> int:
     return len(sys.modules)
 
 
-def per_call(func: Callable[[], Any], number: int = 200_000) -> float:
-    """Nanoseconds per call, best of 5, timed by the real clock (timeit's own is patched)."""
-    timer = timeit.Timer(func, timer=real_clock)
-    return min(timer.repeat(number=number, repeat=5)) / number * 1e9
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--modules", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=20_000, help="calls per timing round")
     parser.add_argument(
         "--stored-every", type=int, default=50, help="one generated module in N stores a partial"
     )
@@ -79,7 +77,8 @@ def main() -> None:
 
     tracked = len(gc.get_objects())
     utc = datetime.UTC
-    stored_now = functools.partial(datetime.datetime.now, utc)  # before the first install
+    stored_now = functools.partial(datetime.datetime.now, utc)  # bound before the first install
+    assert stored_now.func == datetime.datetime.now
 
     loop = virtualtime.new_event_loop(patch_time=True)
     patch = loop._vt_patch
@@ -106,29 +105,76 @@ def main() -> None:
         f"min {min(samples) * 1e3:.3f} ms over {options.rounds} rounds"
     )
 
-    clocks: dict[str, Callable[[], Any]] = {
-        "time.monotonic()": time.monotonic,
-        "time.time()": time.time,
-        "datetime.now(UTC)": lambda: datetime.datetime.now(utc),
-        "stored partial()": stored_now,
-    }
-    unpatched = {name: per_call(func) for name, func in clocks.items()}
-    other: dict[str, float] = {}
-    virtual: dict[str, float] = {}
-
-    def elsewhere() -> None:
-        other.update({name: per_call(func) for name, func in clocks.items()})
-
-    async def inside() -> None:
-        # run by an executor worker: a thread that keeps the real clocks
-        await asyncio.to_thread(elsewhere)
-        virtual.update({name: per_call(func) for name, func in clocks.items()})
-
-    loop.run_until_complete(inside())
+    loop.run_until_complete(per_call_table(options.calls))
     loop.close()
-    print(f"{'ns per call':<20} {'unpatched':>10} {'other thread':>13} {'loop thread':>12}")
-    for name in clocks:
-        print(f"{name:<20} {unpatched[name]:>10.0f} {other[name]:>13.0f} {virtual[name]:>12.0f}")
+
+
+async def per_call_table(calls: int) -> None:
+    """ns per call on the patched loop's thread against the real clock read in the same place.
+
+    Interleaved rounds, best of each: the machine may be busy, and both sides see the same
+    noise.  "new instant" rows move virtual time by 1 µs before each call (so nothing cached
+    can answer), and their real twins do the same step.
+    """
+    import virtualtime._patch as patch
+
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, virtualtime.VirtualEventLoop)
+    utc = datetime.UTC
+    real_now = patch._real_datetime_now
+
+    def step() -> None:
+        loop._vt_ticks += 1000
+
+    def pair(virtual: Callable[[], Any], real: Callable[[], Any]) -> tuple[Any, Any]:
+        return virtual, real
+
+    def stepped(clock: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            step()
+            return clock()
+
+        return call
+
+    rows: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+        "time.monotonic()": pair(time.monotonic, patch._real_monotonic),
+        "time.monotonic_ns()": pair(time.monotonic_ns, patch._real_monotonic_ns),
+        "time.perf_counter()": pair(time.perf_counter, patch._real_perf_counter),
+        "time.time(), new instant": pair(stepped(time.time), stepped(patch._real_time)),
+        "datetime.now(UTC), same instant": pair(
+            lambda: datetime.datetime.now(utc), lambda: real_now(utc)
+        ),
+        "datetime.now(UTC), new instant": pair(
+            stepped(lambda: datetime.datetime.now(utc)), stepped(lambda: real_now(utc))
+        ),
+        "datetime.now(), new instant": pair(
+            stepped(datetime.datetime.now), stepped(lambda: real_now(None))
+        ),
+    }
+    show("loop thread", best_of(rows, calls))
+    elsewhere = {
+        "time.monotonic()": pair(time.monotonic, patch._real_monotonic),
+        "datetime.now(UTC)": pair(lambda: datetime.datetime.now(utc), lambda: real_now(utc)),
+    }
+    show("another thread", await asyncio.to_thread(best_of, elsewhere, calls))
+
+
+def best_of(
+    rows: dict[str, tuple[Callable[[], Any], Callable[[], Any]]], calls: int
+) -> dict[str, list[float]]:
+    best = {name: [math.inf, math.inf] for name in rows}
+    for _ in range(30):
+        for name, funcs in rows.items():
+            for side, func in enumerate(funcs):
+                took = timeit.Timer(func, timer=real_clock).timeit(calls) / calls * 1e9
+                best[name][side] = min(best[name][side], took)
+    return best
+
+
+def show(where: str, best: dict[str, list[float]]) -> None:
+    print(f"{'ns per call, ' + where:<34} {'patched':>8} {'real':>6} {'adds':>6}")
+    for name, (virtual, real) in best.items():
+        print(f"{name:<34} {virtual:>8.0f} {real:>6.0f} {virtual - real:>6.0f}")
 
 
 if __name__ == "__main__":

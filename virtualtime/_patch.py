@@ -63,12 +63,18 @@ process forked from the loop's thread (the child restores everything at once).
 Install, restore, cost
 ----------------------
 The redirections are put in place when the first patched run in the process starts and
-undone, exactly, when the last one stops -- also after an exception, a deadlock, Ctrl-C.  A
-redirected clock checks its thread with one dict lookup (``threading.get_ident()``) and then
-calls the original; on the loop's thread it adds the caller check.  Installing is a few dozen
-pointer writes; on the pure-Python path (no compiled helper, or ``VIRTUALTIME_PURE_PYTHON=1``)
-also one ``gc.get_referrers`` over the date classes, repeated only after new imports, to find
-bound ``datetime.now`` methods stored before the run.  Measured in
+undone, exactly, when the last one stops -- also after an exception, a deadlock, Ctrl-C.
+Installing is a few dozen pointer writes; on the pure-Python path (no compiled helper, or
+``VIRTUALTIME_PURE_PYTHON=1``) also one ``gc.get_referrers`` over the date classes, repeated
+only after new imports, to find bound ``datetime.now`` methods stored before the run.
+
+A redirected clock checks its thread with one dict lookup and, on a patched thread, the
+caller's module with one frame lookup, cached per module name.  With the optional compiled
+helper (``virtualtime._cclocks``, built by ``pip install`` when a C compiler is present) the
+clocks programs call in loops -- ``monotonic``, ``perf_counter``, ``time`` and their ``_ns``
+forms, ``datetime.now(UTC)`` -- do all of it in C and add tens of nanoseconds per call; the
+pure-Python replacements add a few hundred (``datetime.now()`` at a new instant about as much
+as a ``fromtimestamp`` call).  Both paths give the same answers; both are tested.  Measured in
 ``bench/bench_patch_time.py``.
 """
 
@@ -154,14 +160,15 @@ _REAL_UTCNOW: Final = (
 _REAL_TODAY: Final = _hook.real_class_method(_REAL_DATE, "today")
 _real_datetime_now: Final = _REAL_NOW.__get__(None, _REAL_DATETIME)
 
-# The optional compiled trampolines (setup.py builds them when it can); without them, or with
+# The optional compiled helper (setup.py builds it when it can): the hot path of the redirected
+# clocks and the entry points for datetime's class methods.  Without it, or with
 # VIRTUALTIME_PURE_PYTHON=1, the pure-Python path (see virtualtime._hook) is used.
-_cdate: types.ModuleType | None = None
+_cclocks: types.ModuleType | None = None
 if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
     try:
-        from . import _cdate
+        from . import _cclocks
     except ImportError:
-        _cdate = None
+        _cclocks = None
 
 _UTCNOW_WARNS: Final = sys.version_info >= (3, 12)
 # Python's own wording (3.12+), so filters written against the real warning match ours.
@@ -328,10 +335,13 @@ class ClockPatch:
     identity) when the last one stops -- also when the run ends with an exception.
     """
 
-    __slots__ = ("_offset_ns", "_outer", "_pid", "_threads", "seconds", "wall_start")
+    __slots__ = ("_offset_ns", "_outer", "_pid", "_source", "_threads", "seconds", "wall_start")
 
     def __init__(self, seconds: Any, start_ticks: int, wall_start: float) -> None:
         self.seconds = seconds  # the clock's time() as a float: monotonic()/perf_counter()
+        # A virtual loop whose tick counter the compiled clocks may read directly (its
+        # ``_vt_ticks``/``_vt_now`` attributes equal ticks()/seconds()), or None: call them.
+        self._source: VirtualEventLoop | None = None
         self.wall_start = wall_start
         self._offset_ns = _epoch_ns(wall_start) - start_ticks
         self._outer: list[tuple[int, ClockPatch | None]] = []
@@ -415,6 +425,8 @@ class TimePatch(ClockPatch):
     def __init__(self, loop: VirtualEventLoop, wall_start: float) -> None:
         super().__init__(loop.time, to_ticks(loop.start_time), wall_start)
         self.loop = loop
+        if type(loop).time is VirtualEventLoop.time:  # a subclass may say otherwise
+            self._source = loop
 
     def ticks(self) -> int:
         return self.loop._vt_ticks
@@ -600,11 +612,18 @@ _REPLACEMENTS: Final[dict[str, Any]] = {
 def _now(cls: type[_dt.datetime], tz: _dt.tzinfo | None = None) -> Any:
     """``cls.now(tz)``: the virtual wall clock on a patched thread, else the real one."""
     patch = _route(_ident())
-    if patch is None or _caller_keeps_real_time():
-        if cls is _REAL_DATETIME:
-            return _real_datetime_now(tz)
-        return _REAL_NOW.__get__(None, cls)(tz)
-    return _datetime_at(cls, tz, patch.wall_ns())
+    if patch is not None:
+        # The caller check and wall_ns(), inlined: the most expensive clock to read, and on
+        # the pure-Python path (the compiled one answers now(UTC) itself) every call counts.
+        name = _frame(1).f_globals.get("__name__")
+        verdict = _verdicts.get(name)
+        if not (_keeps_real_time(name) if verdict is None else verdict):
+            source = patch._source
+            ticks = patch.ticks() if source is None else source._vt_ticks
+            return _datetime_at(cls, tz, patch._offset_ns + ticks)
+    if cls is _REAL_DATETIME:
+        return _real_datetime_now(tz)
+    return _REAL_NOW.__get__(None, cls)(tz)
 
 
 def _utcnow(cls: type[_dt.datetime]) -> Any:
@@ -638,16 +657,43 @@ if _REAL_UTCNOW is not None:
 
 # The compiled path needs each class method to have the convention its trampoline expects.
 _EXPECTED_CONVENTIONS: Final = {"now": 0x0082, "utcnow": 0x0004, "today": 0x0004}
-if _cdate is not None and any(
+if _cclocks is not None and any(
     _hook.class_method_convention(cls, name) != _EXPECTED_CONVENTIONS[name]
     for name, (cls, _) in _CLASS_METHODS.items()
 ):  # pragma: no cover - a CPython whose datetime changed its calling conventions
-    _cdate = None
-if _cdate is not None:
-    _cdate.set_targets(_now, _utcnow, _today)
+    _cclocks = None
+if _cclocks is not None:
+    # The C hot path shares the routing state and rule; what it does not answer itself it
+    # hands to the Python replacements above.
+    _cclocks.configure(
+        _routes,
+        _verdicts,
+        _keeps_real_time,
+        _UTC,
+        (
+            _real_monotonic,
+            _real_perf_counter,
+            _real_time,
+            _real_time_ns,
+            _real_monotonic_ns,
+            _real_perf_counter_ns,
+        ),
+        _now,
+        _utcnow,
+        _today,
+    )
+    for _name in (
+        "monotonic",
+        "monotonic_ns",
+        "perf_counter",
+        "perf_counter_ns",
+        "time",
+        "time_ns",
+    ):
+        _REPLACEMENTS[_name] = getattr(_cclocks, _name)
 
-COMPILED: Final = _cdate is not None
-"""Whether the compiled trampolines are in use (else the pure-Python path)."""
+COMPILED: Final = _cclocks is not None
+"""Whether the compiled helper is in use (else the pure-Python path)."""
 
 
 _METHOD_NAMES: Final = frozenset(_CLASS_METHODS)
@@ -724,9 +770,9 @@ def _install() -> None:
             try:
                 for name in _CLOCKS:  # clock_gettime exists on Unix only
                     applied.redirect_function(getattr(_time, name), _REPLACEMENTS[name])
-                if _cdate is not None:
+                if _cclocks is not None:
                     # The C definitions themselves: every lookup and bound method follows.
-                    addresses = _cdate.addresses()
+                    addresses = _cclocks.addresses()
                     for name, (cls, _) in _CLASS_METHODS.items():
                         applied.redirect_definition(cls, name, addresses[name])
                 else:
