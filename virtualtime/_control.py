@@ -16,6 +16,16 @@ A driver that awaits ``evolve(dt)`` is woken only when the loop is idle at ``now
 timer due in the window has fired at its own instant and everything it started has settled.
 This holds in autojump mode too -- time stops at the driver's target even when other timers
 lie beyond it.
+
+Sync or async, one rule for the whole package: a function is a coroutine exactly when it must
+be called from inside a running loop (these verbs, ``sleep``); a ``run...`` function or method
+that drives a loop or clock from outside is synchronous (``virtualtime.run``,
+``loop.run_until(t)``, ``virtualtime.trio.run``).  ``now()`` and ``peek()`` only read, so they
+are plain functions.
+
+The contract with the loop: each asyncio verb finds the running virtual loop and awaits
+:meth:`VirtualEventLoop.drive <virtualtime.VirtualEventLoop.drive>`; it reads nothing else of
+the loop's (the native ``sleep_until`` schedules through the loop's own ``call_at`` path).
 """
 
 from __future__ import annotations

@@ -2,8 +2,12 @@
 
 This module and :mod:`virtualtime._outside` (the outside-work model it asks) are the only
 places in virtualtime that touch private parts of asyncio.  Each touch is marked
-``# asyncio-private:`` with the reason; canary tests (``tests/test_timers_and_paths.py``) and
-the suite on every CPython from 3.11 to 3.15 keep them honest.
+``# asyncio-private:`` with the reason; canary tests (``tests/test_canaries.py``, one per
+assumption) and the suite on every CPython from 3.11 to 3.15 keep them honest.
+
+The contract with :mod:`virtualtime._control` (the awaitable verbs) is :meth:`VirtualEventLoop.
+drive`; with the wall clock of ``patch_time`` (:mod:`virtualtime._patch`), the read-only
+:attr:`VirtualEventLoop.ticks`.  Options come from :mod:`virtualtime._options`.
 
 How the loop decides what happens next
 --------------------------------------

@@ -242,8 +242,8 @@ def _epoch_ns(wall: float) -> int:
 
 
 def _wall_ns(loop: VirtualEventLoop, wall: float) -> int:
-    # The loop's own tick counter (a virtualtime attribute, read as _control.py does): exact
-    # nanoseconds even where loop.time() as a float no longer is.
+    # The loop's read-only tick counter (VirtualEventLoop.ticks, its contract with this
+    # module): exact nanoseconds even where loop.time() as a float no longer is.
     return _epoch_ns(wall) + loop.ticks - to_ticks(loop.start_time)
 
 
