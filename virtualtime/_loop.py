@@ -344,8 +344,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     (a loop factory for ``asyncio.Runner``, ``asyncio.run`` and anyio) or run a coroutine with
     :func:`virtualtime.run`.
 
-    Options (keyword-only, validated; a bad value raises ``ValueError``/``TypeError`` naming
-    the option before any resource is created):
+    Options (keywords, or one :class:`~virtualtime.LoopOptions` passed positionally; checked
+    by that options catalogue, so a bad value raises ``ValueError``/``TypeError`` naming the
+    option before any resource is created; inside :func:`virtualtime.configure` its options
+    apply on top):
 
     ``start`` (0.0)
         Virtual time when the loop is created, in seconds; finite and >= 0.

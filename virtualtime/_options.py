@@ -54,6 +54,11 @@ _ASYNCIO_ONLY: Final = {"asyncio_only": True}
 class LoopOptions:
     """The options of a virtual loop (all nine) or a trio clock (the seven it shares).
 
+    Use it to check options long before anything is created (a config file, a command
+    line), or to build them once and pass them on to many loops or clocks --
+    ``virtualtime.new_event_loop(options)``, ``virtualtime.trio.VirtualClock(options)``.
+    Everyday code just passes keywords, which are checked by this same class.
+
     Build one with :meth:`of` (checks names and values) or ``LoopOptions(...).validate()``;
     the meaning of each option is documented on :class:`~virtualtime.VirtualEventLoop`.  A
     validated instance holds normalised values: floats for times, ``None`` for "keep no

@@ -270,7 +270,9 @@ class VirtualClock(trio.abc.Clock):
     threads keep working in real time, and never lose to a virtual timeout (see "The outside
     world" in the module documentation).
 
-    Options (keyword-only; each is validated and is also a settable attribute):
+    Options (keywords, or one :class:`~virtualtime.LoopOptions` passed positionally; checked by
+    that options catalogue, the same as the asyncio loop's; each is also a settable
+    attribute; inside :func:`virtualtime.configure` its options apply on top):
 
     ``start`` (0.0)
         Virtual time at which the clock starts, in seconds (finite, >= 0).
