@@ -1075,3 +1075,49 @@ def test_plot_rows_that_match_nothing_list_the_rows_and_write_nothing(
     }
     assert any(f"'{name}'" in err for name in names)
     assert picture.read_bytes() == b"an earlier picture"
+
+
+def test_the_engine_is_not_patched_during_a_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The command reaches the script's own loops and clocks through virtualtime.configure();
+    # the engine's constructors and close() stay the engine's own during the run.
+    script = write(
+        tmp_path,
+        """
+        import virtualtime
+        import virtualtime.trio
+
+        for cls, name in [
+            (virtualtime.VirtualEventLoop, "__init__"),
+            (virtualtime.VirtualEventLoop, "close"),
+            (virtualtime.trio.VirtualClock, "__init__"),
+        ]:
+            func = vars(cls)[name]
+            print(func.__module__, func.__qualname__)
+        """,
+    )
+    status, out, _ = run(capsys, "run", "--start", "5", script)
+    assert status == 0
+    assert out.splitlines() == [
+        "virtualtime._loop VirtualEventLoop.__init__",
+        "virtualtime._loop VirtualEventLoop.close",
+        "virtualtime.trio VirtualClock.__init__",
+    ]
+
+
+def test_further_subcommands_plug_into_the_parser(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from virtualtime.cli import _args
+
+    def add(commands: Any) -> None:
+        sub = commands.add_parser("hello", help="say hello")
+        sub.add_argument("--name", default="world")
+
+    monkeypatch.setitem(_args.SUBCOMMANDS, "hello", add)
+    monkeypatch.setitem(_args.HANDLERS, "hello", lambda args: print("hello", args.name) or 7)
+    assert run(capsys, "hello", "--name", "you") == (7, "hello you\n", "")
+    status, _, err = run(capsys, "nope")
+    assert status == EXIT_USAGE
+    assert "commands are run, plot, hello" in err

@@ -84,7 +84,12 @@ class LoopOptions:
         or one the backend does not have, and the option's own error for a bad value.
         """
         check_names(options, backend)
-        return cls(**options).validate()  # type: ignore[arg-type]
+        if not options:
+            return _DEFAULT_OPTIONS  # every default is valid: nothing to check
+        values = dict(_DEFAULTS)
+        for name, value in options.items():
+            values[name] = _CHECKS[name](value)
+        return cls(**values)
 
     def validate(self) -> LoopOptions:
         """Check every value; return a copy with the values normalised (see the class)."""
@@ -250,6 +255,9 @@ _CHECKS: Final[Mapping[str, Callable[[object], Any]]] = {
     "wall_start": _check_wall_start,
 }
 assert tuple(_CHECKS) == OPTION_NAMES
+
+_DEFAULT_OPTIONS: Final = LoopOptions()
+"""The defaults, already valid (what a loop made without options uses)."""
 
 
 def check_option(name: str, value: object) -> Any:
