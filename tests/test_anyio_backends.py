@@ -371,7 +371,7 @@ def test_unknown_backend_is_a_value_error() -> None:
     [("history", 10), ("max_rounds_per_instant", 10)],
 )
 def test_asyncio_only_options_are_refused_on_trio(option: str, value: object) -> None:
-    with pytest.raises(TypeError, match=f"{option} exist only on the asyncio loop"):
+    with pytest.raises(TypeError, match=f"option {option} exists only on the asyncio loop"):
         anyio_run(_sleep_an_hour, backend="trio", **{option: value})
 
 

@@ -21,18 +21,18 @@ from typing import Any
 import pytest
 
 import virtualtime
-from virtualtime import _cli
-from virtualtime._cli import (
+from virtualtime._units import format_duration, parse_time
+from virtualtime.cli import (
     EXIT_DEADLOCK,
     EXIT_ERROR,
     EXIT_OK,
     EXIT_UNTIL,
     EXIT_USAGE,
-    format_duration,
+    _progress,
+    _session,
     main,
-    parse_time,
-    render_bar,
 )
+from virtualtime.cli._progress import render_bar
 
 
 def write(tmp_path: Path, code: str, name: str = "script.py") -> Path:
@@ -421,20 +421,26 @@ def test_seed_makes_random_repeat_and_is_undone_afterwards(
 
 
 def test_patch_time_is_passed_to_the_loop(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    seen: list[dict[str, Any]] = []
+    script = write(
+        tmp_path,
+        """
+        import asyncio
+        import time
 
-    class Recording(virtualtime.VirtualEventLoop):
-        def __init__(self, **options: Any) -> None:
-            seen.append(options)
-            super().__init__(**options)
+        async def main():
+            before = time.monotonic()
+            await asyncio.sleep(86400)
+            print(round(time.monotonic() - before))
 
-    monkeypatch.setattr(_cli, "VirtualEventLoop", Recording)
-    script = write(tmp_path, SLEEP_A_DAY)
-    assert run(capsys, "run", "--patch-time", script)[0] == 0
-    assert run(capsys, "run", script)[0] == 0
-    assert [options.get("patch_time", False) for options in seen] == [True, False]
+        asyncio.run(main())
+        """,
+    )
+    status, out, _ = run(capsys, "run", "--patch-time", script)
+    assert (status, out) == (0, "86400\n")  # the stdlib clock followed the virtual one
+    status, out, _ = run(capsys, "run", script)
+    assert (status, out) == (0, "0\n")
 
 
 def test_trace_writes_the_history_as_a_chrome_trace(
@@ -552,7 +558,7 @@ def test_a_script_that_raises_shows_its_own_traceback(
     assert err.startswith("Traceback (most recent call last):")
     assert f'File "{script}", line 8, in <module>' in err
     assert "ValueError: boom" in err
-    assert "_cli.py" not in err
+    assert f"virtualtime{os.sep}cli{os.sep}" not in err
     assert "runpy" not in err
 
 
@@ -562,7 +568,7 @@ def test_a_syntax_error_is_reported_like_python(
     status, _, err = run(capsys, "run", write(tmp_path, "def broken(:\n"))
     assert status == EXIT_ERROR
     assert "SyntaxError" in err
-    assert "_cli.py" not in err
+    assert f"virtualtime{os.sep}cli{os.sep}" not in err
 
 
 @pytest.mark.parametrize(
@@ -658,16 +664,18 @@ def test_render_bar() -> None:
     assert render_bar(2.0, 7200, 3600, width=4).startswith("[####] 100%")
 
 
-def progress_session(now: float) -> _cli._Session:
-    session = _cli._Session(_cli._Options(until=3600.0), io.StringIO())
-    session.latest = _cli._Clock("fake", "fake", 0.0, lambda: now)
+def progress_session(now: float) -> _session.Session:
+    session = _session.Session(_session.Options(until=3600.0), io.StringIO())
+    session.latest = _session.Clock("fake", "fake", 0.0, lambda: now)
     return session
 
 
 def test_text_progress_bar_draws_and_cleans_up() -> None:
     stream = io.StringIO()
     stdout = sys.stdout
-    bar = _cli._Progress(progress_session(900.0), 3600.0, stream, show_after=0.0, use_rich=False)
+    bar = _progress.Progress(
+        progress_session(900.0), 3600.0, stream, show_after=0.0, use_rich=False
+    )
     bar.tick()
     assert stream.getvalue() == "\r" + render_bar(0.25, 900.0, 3600.0) + "\x1b[K"
     assert " 25%  t=15 min of 1 h" in stream.getvalue()
@@ -686,7 +694,9 @@ def test_text_progress_bar_draws_and_cleans_up() -> None:
 
 def test_progress_bar_stays_hidden_for_quick_runs() -> None:
     stream = io.StringIO()
-    bar = _cli._Progress(progress_session(900.0), 3600.0, stream, show_after=60.0, use_rich=False)
+    bar = _progress.Progress(
+        progress_session(900.0), 3600.0, stream, show_after=60.0, use_rich=False
+    )
     bar.tick()
     bar.__exit__(None, None, None)
     assert stream.getvalue() == ""
@@ -694,7 +704,7 @@ def test_progress_bar_stays_hidden_for_quick_runs() -> None:
 
 def test_rich_progress_bar_when_rich_is_installed() -> None:
     stream = io.StringIO()
-    with _cli._Progress(
+    with _progress.Progress(
         progress_session(1800.0), 3600.0, stream, show_after=0.0, use_rich=True
     ) as bar:
         bar.tick()
@@ -713,7 +723,7 @@ def test_rich_progress_bar_leaves_the_scripts_output_alone(
     # rich's progress display captures stdout by default when its stream is a terminal:
     # `virtualtime run --until 1d sim.py > results.csv` would then leave the file empty.
     stream = _Terminal()
-    with _cli._Progress(
+    with _progress.Progress(
         progress_session(1800.0), 3600.0, stream, show_after=0.0, use_rich=True
     ) as bar:
         bar.tick()
@@ -1065,3 +1075,49 @@ def test_plot_rows_that_match_nothing_list_the_rows_and_write_nothing(
     }
     assert any(f"'{name}'" in err for name in names)
     assert picture.read_bytes() == b"an earlier picture"
+
+
+def test_the_engine_is_not_patched_during_a_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The command reaches the script's own loops and clocks through virtualtime.configure();
+    # the engine's constructors and close() stay the engine's own during the run.
+    script = write(
+        tmp_path,
+        """
+        import virtualtime
+        import virtualtime.trio
+
+        for cls, name in [
+            (virtualtime.VirtualEventLoop, "__init__"),
+            (virtualtime.VirtualEventLoop, "close"),
+            (virtualtime.trio.VirtualClock, "__init__"),
+        ]:
+            func = vars(cls)[name]
+            print(func.__module__, func.__qualname__)
+        """,
+    )
+    status, out, _ = run(capsys, "run", "--start", "5", script)
+    assert status == 0
+    assert out.splitlines() == [
+        "virtualtime._loop VirtualEventLoop.__init__",
+        "virtualtime._loop VirtualEventLoop.close",
+        "virtualtime.trio VirtualClock.__init__",
+    ]
+
+
+def test_further_subcommands_plug_into_the_parser(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from virtualtime.cli import _args
+
+    def add(commands: Any) -> None:
+        sub = commands.add_parser("hello", help="say hello")
+        sub.add_argument("--name", default="world")
+
+    monkeypatch.setitem(_args.SUBCOMMANDS, "hello", add)
+    monkeypatch.setitem(_args.HANDLERS, "hello", lambda args: print("hello", args.name) or 7)
+    assert run(capsys, "hello", "--name", "you") == (7, "hello you\n", "")
+    status, _, err = run(capsys, "nope")
+    assert status == EXIT_USAGE
+    assert "commands are run, plot, hello" in err

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
-from virtualtime._loop import check_loop_options
+from virtualtime._options import LoopOptions
 
 YEAR = 365 * 24 * 3600
 
@@ -461,7 +461,7 @@ def test_bad_options_are_rejected_by_name(
     with pytest.raises(error, match=fragment):
         virtualtime.new_event_loop(**options)
     with pytest.raises(error, match=fragment):  # the same verdict, without building a loop
-        check_loop_options(**options)
+        LoopOptions.of(options)
     coro = _a_year()
     with pytest.raises(error, match=fragment):
         virtualtime.run(coro, **options)
@@ -471,7 +471,7 @@ def test_bad_options_are_rejected_by_name(
 
 def test_options_are_keyword_only() -> None:
     with pytest.raises(TypeError):
-        virtualtime.VirtualEventLoop(5.0)  # type: ignore[call-arg]
+        virtualtime.VirtualEventLoop(5.0)  # type: ignore[arg-type]
 
 
 def test_negative_asyncio_sleep_returns_at_once() -> None:

@@ -486,7 +486,7 @@ trio.run(main)
 def run_cli(
     capsys: pytest.CaptureFixture[str], tmp_path: Any, script: str, *options: str
 ) -> tuple[int, str, str]:
-    from virtualtime._cli import main
+    from virtualtime.cli import main
 
     path = tmp_path / "script.py"
     path.write_text(script)

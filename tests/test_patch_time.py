@@ -270,7 +270,7 @@ def test_default_wall_start_is_the_real_time_when_the_loop_is_created() -> None:
 )
 def test_bad_wall_start_is_a_clear_error(bad: object, error: type[Exception], rule: str) -> None:
     with pytest.raises(error, match="wall_start") as info:
-        virtualtime.new_event_loop(patch_time=True, wall_start=bad)
+        virtualtime.new_event_loop(patch_time=True, wall_start=bad)  # type: ignore[arg-type]
     assert rule in str(info.value)
     assert repr(bad) in str(info.value)
     with pytest.raises(error, match="wall_start"):

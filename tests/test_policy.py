@@ -146,7 +146,7 @@ def test_set_event_loop_policy_none_brings_back_real_loops() -> None:
 
 def test_unknown_options_are_named() -> None:
     with pytest.raises(TypeError, match=r"'strat'.*start"):
-        EventLoopPolicy(strat=1.0)
+        EventLoopPolicy(strat=1.0)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(

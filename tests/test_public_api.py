@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-PACKAGES = ["virtualtime", "virtualtime.sim", "virtualtime.trio"]
+PACKAGES = ["virtualtime", "virtualtime.cli", "virtualtime.sim", "virtualtime.trio"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

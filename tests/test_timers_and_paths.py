@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -19,7 +18,6 @@ from hypothesis import strategies as st
 
 import virtualtime
 from virtualtime._loop import VirtualEventLoop
-from virtualtime._outside import _thread_table_size, completed_by, wrapped_into
 from virtualtime._timers import COMPACT_MIN, NEVER, TimerQueue
 
 # ------------------------------------------------------------------ TimerQueue
@@ -209,52 +207,7 @@ def test_deadlocks_are_reported_alike_on_both_paths() -> None:
     assert messages[0] == messages[1]
 
 
-# ------------------------------------------------ canaries for private assumptions
-
-
-def test_canary_asyncio_chains_futures_with_these_callbacks() -> None:
-    # The outside-work model reads asyncio's chaining callbacks by name (_outside.py,
-    # completed_by / wrapped_into).  If a new Python renames them, this fails first.
-    import concurrent.futures
-
-    async def main() -> tuple[bool, bool]:
-        loop = asyncio.get_running_loop()
-        release = threading.Event()
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            job = pool.submit(release.wait, 5)
-            wrapped = asyncio.wrap_future(job)
-            into = wrapped_into(job, loop)
-            release.set()
-            await wrapped
-        waiting = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop)
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-        return into, completed_by(waiting, loop) or waiting.done()
-
-    assert virtualtime.run(main()) == (True, True)
-
-
-def test_canary_threading_keeps_its_running_threads_in_a_table() -> None:
-    # The fast path counts threads through threading._active (a dict, mutated in place).
-    assert _thread_table_size() == threading.active_count() - len(threading._limbo)  # type: ignore[attr-defined]
-
-
-def test_canary_asyncio_private_names_the_model_reads() -> None:
-    import asyncio.base_subprocess
-    import asyncio.sslproto
-    import inspect
-
-    assert "_exit_waiters" in inspect.getsource(asyncio.base_subprocess.BaseSubprocessTransport)
-    assert {"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"} <= {
-        s.name for s in asyncio.sslproto.SSLProtocolState
-    }
-    loop = virtualtime.new_event_loop()
-    try:
-        assert isinstance(loop._transports, dict) or hasattr(loop._transports, "items")  # type: ignore[attr-defined]
-        assert loop._ssock.fileno() >= 0  # type: ignore[attr-defined]
-        assert "self._waiter = None" in inspect.getsource(asyncio.StreamReader.__init__)
-    finally:
-        loop.close()
+# The canaries for the engine's private assumptions live in tests/test_canaries.py.
 
 
 def test_a_debug_call_soon_threadsafe_handle_names_its_caller() -> None:

@@ -46,7 +46,7 @@ def test_public_namespace_is_exactly_all() -> None:
         for name, value in vars(virtualtime.trio).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
-    assert virtualtime.trio.__all__ == ("VirtualClock", "run")
+    assert virtualtime.trio.__all__ == ("RunGuard", "VirtualClock", "run")
     assert public == set(virtualtime.trio.__all__)
     for name in virtualtime.trio.__all__:
         assert len((getattr(virtualtime.trio, name).__doc__ or "").strip()) > 100
@@ -699,7 +699,7 @@ def test_exceptions_from_main_pass_through() -> None:
 
 
 def test_a_second_deadlock_in_one_run_is_detected_too() -> None:
-    from virtualtime.trio import _run_guarded
+    from virtualtime.trio import RunGuard
 
     async def main() -> list[int]:
         clock = trio.lowlevel.current_clock()
@@ -707,7 +707,7 @@ def test_a_second_deadlock_in_one_run_is_detected_too() -> None:
         caught = []
         for attempt in range(2):
             with pytest.raises(virtualtime.DeadlockError):
-                await _run_guarded(clock, trio.Event().wait)
+                await RunGuard(clock, trio.Event().wait).guarded_main()
             caught.append(attempt)
         return caught
 
@@ -717,12 +717,17 @@ def test_a_second_deadlock_in_one_run_is_detected_too() -> None:
 def test_the_shared_option_names_are_the_clocks_own() -> None:
     import inspect
 
-    from virtualtime._anyio import TRIO_OPTIONS
-    from virtualtime._loop import LOOP_OPTIONS
+    from virtualtime._options import OPTION_NAMES, TRIO_OPTION_NAMES, ClockKwargs, LoopKwargs
 
-    clock_options = set(inspect.signature(VirtualClock.__init__).parameters) - {"self"}
-    assert set(TRIO_OPTIONS) == clock_options
-    assert set(TRIO_OPTIONS) <= set(LOOP_OPTIONS)
+    # The catalogue's trio subset is what the clock's keywords are typed as, and the loop's.
+    assert set(TRIO_OPTION_NAMES) == set(ClockKwargs.__annotations__)
+    assert set(OPTION_NAMES) == set(LoopKwargs.__annotations__) | set(ClockKwargs.__annotations__)
+    assert set(TRIO_OPTION_NAMES) < set(OPTION_NAMES)
+    assert list(inspect.signature(VirtualClock.__init__).parameters) == [
+        "self",
+        "options",
+        "kwargs",
+    ]
 
 
 # ----------------------------------------------------------- no bias of the clock's own

@@ -13,9 +13,19 @@ Where to start:
   :func:`peek`, :func:`now` -- drive time from a task (the loop has synchronous twins).
 * :func:`sleep` / :func:`sleep_until` -- sleeps with a same-instant priority.
 * :func:`wall_time` -- the virtual wall clock (see the loop option ``patch_time``).
+* :class:`LoopOptions` -- the options catalogue every entry point checks its options with;
+  :func:`configure` -- options (and creation callbacks) for the loops and clocks that other
+  code creates in this context.
+* :class:`VirtualTimeError` -- the base of every error raised on purpose; each subclass is
+  also the builtin you would catch anyway (``ValueError``, ``TypeError``, ``RuntimeError``).
 * :mod:`virtualtime.sim` -- clock trees, periodic timers, timed events, vehicles.
-* ``virtualtime run script.py`` on the command line; the pytest plugin's
-  ``@pytest.mark.virtualtime`` in tests.
+* ``virtualtime run script.py`` on the command line (:mod:`virtualtime.cli`); the pytest
+  plugin's ``@pytest.mark.virtualtime`` in tests.
+
+Sync or async: one rule.  A function is a coroutine exactly when it must be called from
+inside a running loop (``await virtualtime.evolve(dt)`` from a task); a ``run...`` function
+or method that drives a loop or clock from outside is synchronous (``virtualtime.run``,
+``loop.run_until(t)``, ``virtualtime.trio.run``).
 """
 
 import sys as _sys
@@ -31,37 +41,40 @@ from ._control import sleep as sleep
 from ._control import sleep_until as sleep_until
 from ._control import step as step
 from ._errors import DeadlockError as DeadlockError
+from ._errors import InvalidTypeError as InvalidTypeError
+from ._errors import InvalidValueError as InvalidValueError
 from ._errors import RunawayError as RunawayError
+from ._errors import UsageError as UsageError
 from ._errors import VirtualTimeError as VirtualTimeError
 from ._loop import HistoryRecord as HistoryRecord
 from ._loop import VirtualEventLoop as VirtualEventLoop
+from ._options import LoopOptions as LoopOptions
+from ._options import configure as configure
 from ._patch import wall_time as wall_time
 from ._runner import new_event_loop as new_event_loop
 from ._runner import run as run
 from ._time import RESOLUTION as RESOLUTION
-from ._trace import chrome_trace as chrome_trace
-from ._trace import plot_trace as plot_trace
-from ._trace import record_span as record_span
-from ._trace import write_trace as write_trace
 
 __version__ = "0.1.0"
 
 __all__: tuple[str, ...] = (
     "DeadlockError",
     "HistoryRecord",
+    "InvalidTypeError",
+    "InvalidValueError",
+    "LoopOptions",
     "RESOLUTION",
     "RunawayError",
+    "UsageError",
     "VirtualEventLoop",
     "VirtualTimeError",
     "anyio_run",
-    "chrome_trace",
+    "configure",
     "evolve",
     "fast_forward",
     "new_event_loop",
     "now",
     "peek",
-    "plot_trace",
-    "record_span",
     "run",
     "run_until",
     "settle",
@@ -69,7 +82,6 @@ __all__: tuple[str, ...] = (
     "sleep_until",
     "step",
     "wall_time",
-    "write_trace",
 )
 
 if _sys.version_info < (3, 16):

@@ -3,7 +3,7 @@
 These are the awaitable twins of the loop methods ``step``, ``evolve``, ``run_until``,
 ``fast_forward``, ``settle`` and ``peek``: the same meaning, used from a task (a test body, a
 simulation driver) while the loop runs.  Each acts on the running
-:class:`~virtualtime.VirtualEventLoop` and raises :class:`~virtualtime.VirtualTimeError` when
+:class:`~virtualtime.VirtualEventLoop` and raises :class:`~virtualtime.UsageError` when
 the running loop is not virtual.
 
 The verbs (and ``now``/``peek``) work on trio too: called from a trio run whose clock is a
@@ -16,6 +16,16 @@ A driver that awaits ``evolve(dt)`` is woken only when the loop is idle at ``now
 timer due in the window has fired at its own instant and everything it started has settled.
 This holds in autojump mode too -- time stops at the driver's target even when other timers
 lie beyond it.
+
+Sync or async, one rule for the whole package: a function is a coroutine exactly when it must
+be called from inside a running loop (these verbs, ``sleep``); a ``run...`` function or method
+that drives a loop or clock from outside is synchronous (``virtualtime.run``,
+``loop.run_until(t)``, ``virtualtime.trio.run``).  ``now()`` and ``peek()`` only read, so they
+are plain functions.
+
+The contract with the loop: each asyncio verb finds the running virtual loop and awaits
+:meth:`VirtualEventLoop.drive <virtualtime.VirtualEventLoop.drive>`; it reads nothing else of
+the loop's (the native ``sleep_until`` schedules through the loop's own ``call_at`` path).
 """
 
 from __future__ import annotations
@@ -26,8 +36,8 @@ import sys
 import typing
 from typing import TYPE_CHECKING
 
-from ._errors import VirtualTimeError
-from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
+from ._errors import InvalidTypeError, UsageError
+from ._loop import running_virtual_loop, set_result_unless_cancelled
 from ._time import check_delay, check_finite
 
 if TYPE_CHECKING:
@@ -69,7 +79,7 @@ def _trio_clock(what: str) -> VirtualClock | None:
     if virtual_trio is not None and isinstance(clock, virtual_trio.VirtualClock):
         found: VirtualClock = clock
         return found
-    raise VirtualTimeError(
+    raise UsageError(
         f"{what} needs virtual time, but trio runs with {type(clock).__name__}; run it with "
         "virtualtime.trio.run(...) or trio.run(..., clock=virtualtime.trio.VirtualClock())"
     )
@@ -96,24 +106,13 @@ def peek() -> float:
     return running_virtual_loop("virtualtime.peek()").peek()
 
 
-async def _drive(loop: VirtualEventLoop, target: int) -> float:
-    # asyncio-private state is handled by the loop; this only awaits its public-to-us drive.
-    future = loop._vt_drive_inside(target)
-    try:
-        return await future
-    finally:
-        if not future.done():
-            loop._vt_cancel_drive(future)
-
-
 async def settle() -> float:
     """Let everything that is ready (and every timer due now) run; time does not move."""
     clock = _trio_clock("virtualtime.settle()")
     if clock is not None:
         result: float = await _trio_verbs()._settle(clock)
         return result
-    loop = running_virtual_loop("virtualtime.settle()")
-    return await _drive(loop, loop._vt_ticks)
+    return await running_virtual_loop("virtualtime.settle()").drive("settle")
 
 
 async def step() -> float | None:
@@ -127,15 +126,7 @@ async def step() -> float | None:
     if clock is not None:
         result: float | None = await _trio_verbs()._step(clock)
         return result
-    loop = running_virtual_loop("virtualtime.step()")
-    fired = loop.timers_fired
-    await _drive(loop, loop._vt_ticks)
-    if loop.timers_fired > fired:  # timers were due at the current instant: that was it
-        return loop.time()
-    nxt = loop._vt_next_ticks()
-    if nxt is None:
-        return None
-    return await _drive(loop, nxt)
+    return await running_virtual_loop("virtualtime.step()").drive("step")
 
 
 async def evolve(dt: float) -> float:
@@ -145,8 +136,7 @@ async def evolve(dt: float) -> float:
     if clock is not None:
         result: float = await _trio_verbs()._evolve(clock, seconds)
         return result
-    loop = running_virtual_loop("virtualtime.evolve()")
-    return await _drive(loop, loop._vt_ticks + loop._vt_span_ticks(dt))
+    return await running_virtual_loop("virtualtime.evolve()").drive("evolve", dt)
 
 
 async def run_until(t: float) -> float:
@@ -158,8 +148,7 @@ async def run_until(t: float) -> float:
             clock, verbs._check_target(clock, check_finite("t", t))
         )
         return result
-    loop = running_virtual_loop("virtualtime.run_until()")
-    return await _drive(loop, loop._vt_check_target(t))
+    return await running_virtual_loop("virtualtime.run_until()").drive("run_until", t)
 
 
 async def fast_forward(dt: float) -> float:
@@ -170,8 +159,7 @@ async def fast_forward(dt: float) -> float:
         result: float = await _trio_verbs()._fast_forward(clock, seconds)
         return result
     loop = running_virtual_loop("virtualtime.fast_forward()")
-    loop._vt_leap(loop._vt_span_ticks(dt))
-    return await _drive(loop, loop._vt_ticks)
+    return await loop.drive("fast_forward", dt)
 
 
 _NUMBERS = (float, int)
@@ -179,7 +167,7 @@ _NUMBERS = (float, int)
 
 def _check_priority(priority: object) -> int:
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int, got {priority!r}")
+        raise InvalidTypeError(f"priority must be an int, got {priority!r}")
     return priority
 
 

@@ -1,26 +1,64 @@
-"""The exceptions virtualtime raises.
+"""The exceptions virtualtime raises: one family, each also the builtin callers already catch.
 
-Every error that is about virtual time itself derives from :class:`VirtualTimeError`, so
-``except virtualtime.VirtualTimeError`` catches all of them.  Bad *arguments* are reported with
-the standard ``ValueError`` / ``TypeError`` instead, because that is what callers already expect
-from Python APIs; those messages always name the offending argument and the rule it broke.
+Every error this package raises on purpose derives from :class:`VirtualTimeError`, so
+``except virtualtime.VirtualTimeError`` catches all of them.  Each one *also* derives from the
+builtin that Python code expects for that kind of mistake, so existing handlers keep working:
+
+=========================  ====================  ==========================================
+class                      also a                raised when
+=========================  ====================  ==========================================
+:class:`InvalidValueError` ``ValueError``        an argument has the right type but a bad
+                                                 value (``start=-1``, ``dt=nan``)
+:class:`InvalidTypeError`  ``TypeError``         an argument has the wrong type, or an
+                                                 option name is unknown
+:class:`UsageError`        ``RuntimeError``      a verb is used in the wrong place (a driving
+                                                 verb with no virtual loop running)
+:class:`DeadlockError`     ``RuntimeError``      nothing can ever happen again
+:class:`RunawayError`      ``RuntimeError``      the loop spins at one instant
+=========================  ====================  ==========================================
+
+The argument errors' messages always name the offending argument and the rule it broke.
 """
 
 from __future__ import annotations
 
-__all__ = ["DeadlockError", "RunawayError", "VirtualTimeError"]
+__all__ = [
+    "DeadlockError",
+    "InvalidTypeError",
+    "InvalidValueError",
+    "RunawayError",
+    "UsageError",
+    "VirtualTimeError",
+]
 
 
-class VirtualTimeError(RuntimeError):
-    """Base class of every virtual-time error raised by this package.
+class VirtualTimeError(Exception):
+    """Base class of every error this package raises deliberately.
 
-    Raised directly when a driving verb is used in the wrong place: for example
-    ``loop.evolve()`` on a loop that is already running (use ``await virtualtime.evolve()``
-    from inside it), or ``await virtualtime.step()`` when the running loop is not virtual.
+    Catch it to handle anything virtualtime refuses; catch the builtin a subclass also derives
+    from (``ValueError``, ``TypeError``, ``RuntimeError``) to handle one kind of refusal the
+    way you would for any other library.
     """
 
 
-class DeadlockError(VirtualTimeError):
+class InvalidValueError(VirtualTimeError, ValueError):
+    """An argument or option has an acceptable type but a value outside its rule."""
+
+
+class InvalidTypeError(VirtualTimeError, TypeError):
+    """An argument or option has the wrong type, or an option name does not exist."""
+
+
+class UsageError(VirtualTimeError, RuntimeError):
+    """A verb was used where it cannot work.
+
+    For example ``loop.evolve()`` on a loop that is already running (use ``await
+    virtualtime.evolve()`` from inside it), ``await virtualtime.step()`` when the running loop
+    is not virtual, or a trio run guarded twice by the same clock.
+    """
+
+
+class DeadlockError(VirtualTimeError, RuntimeError):
     """Nothing can ever happen again, yet the program is waiting.
 
     Raised by the virtual loop instead of hanging forever when no callback is ready, no timer
@@ -35,7 +73,7 @@ class DeadlockError(VirtualTimeError):
         self.blocked = blocked
 
 
-class RunawayError(VirtualTimeError):
+class RunawayError(VirtualTimeError, RuntimeError):
     """The loop went round too many times at one virtual instant without time moving.
 
     A callback or task that reschedules itself with zero delay forever would otherwise spin

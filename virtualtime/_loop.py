@@ -2,8 +2,12 @@
 
 This module and :mod:`virtualtime._outside` (the outside-work model it asks) are the only
 places in virtualtime that touch private parts of asyncio.  Each touch is marked
-``# asyncio-private:`` with the reason; canary tests (``tests/test_timers_and_paths.py``) and
-the suite on every CPython from 3.11 to 3.15 keep them honest.
+``# asyncio-private:`` with the reason; canary tests (``tests/test_canaries.py``, one per
+assumption) and the suite on every CPython from 3.11 to 3.15 keep them honest.
+
+The contract with :mod:`virtualtime._control` (the awaitable verbs) is :meth:`VirtualEventLoop.
+drive`; with the wall clock of ``patch_time`` (:mod:`virtualtime._patch`), the read-only
+:attr:`VirtualEventLoop.ticks`.  Options come from :mod:`virtualtime._options`.
 
 How the loop decides what happens next
 --------------------------------------
@@ -49,9 +53,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextvars
-import datetime
 import heapq
-import inspect
 import math
 import sys
 import threading
@@ -62,18 +64,26 @@ from asyncio import format_helpers as _format_helpers
 from collections.abc import Callable, Sequence
 from numbers import Real
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar, Unpack, overload
 
-from ._errors import DeadlockError, RunawayError, VirtualTimeError
+from ._errors import DeadlockError, InvalidTypeError, InvalidValueError, RunawayError, UsageError
+from ._options import (
+    LoopKwargs,
+    LoopOptions,
+    check_option,
+    closed,
+    configured,
+    created,
+    from_call,
+    wall_epoch,
+)
 from ._outside import CountingSelector, OutsideWork
 from ._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
     RateAnchor,
-    check_bool,
     check_delay,
     check_finite,
-    check_rate,
     delay_ticks,
     ticks_at_or_after,
     to_seconds,
@@ -82,15 +92,15 @@ from ._time import (
 from ._timers import NEVER, TimerQueue
 
 __all__ = [
-    "LOOP_OPTIONS",
     "HistoryRecord",
     "VirtualEventLoop",
-    "check_loop_options",
     "running_virtual_loop",
     "set_result_unless_cancelled",
 ]
 
 _T = TypeVar("_T")
+
+DriveVerb = Literal["settle", "step", "evolve", "run_until", "fast_forward"]
 
 _real_monotonic: Final = _time_module.monotonic
 _heappop: Final = heapq.heappop
@@ -212,9 +222,9 @@ def _seconds(name: str, value: object) -> float:
     if type(value) is float:
         seconds = value
     elif value is None:
-        raise TypeError(f"{name} cannot be None")
+        raise InvalidTypeError(f"{name} cannot be None")
     elif not isinstance(value, Real):
-        raise TypeError(
+        raise InvalidTypeError(
             f"{name} must be a number of seconds (an int or a float), got {_short(value)} "
             f"({type(value).__name__})"
         )
@@ -222,12 +232,12 @@ def _seconds(name: str, value: object) -> float:
         try:
             seconds = float(value)
         except OverflowError:
-            raise ValueError(
+            raise InvalidValueError(
                 f"{name} is too large for a time: {_short(value)} is beyond any float "
                 "(use math.inf to wait for ever)"
             ) from None
     if seconds != seconds:
-        raise ValueError(f"{name} must not be NaN, got {value!r}")
+        raise InvalidValueError(f"{name} must not be NaN, got {value!r}")
     return seconds
 
 
@@ -238,7 +248,7 @@ def _check_span(name: str, value: object, now: int) -> int:
         ticks = to_ticks(span)
         if now + ticks < _NEVER:
             return ticks
-    raise ValueError(
+    raise InvalidValueError(
         f"{name} would take virtual time past its horizon ({_HORIZON:.4g} s): got {_short(value)}"
     )
 
@@ -334,8 +344,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     (a loop factory for ``asyncio.Runner``, ``asyncio.run`` and anyio) or run a coroutine with
     :func:`virtualtime.run`.
 
-    Options (keyword-only, validated; a bad value raises ``ValueError``/``TypeError`` naming
-    the option before any resource is created):
+    Options (keywords, or one :class:`~virtualtime.LoopOptions` passed positionally; checked
+    by that options catalogue, so a bad value raises ``ValueError``/``TypeError`` naming the
+    option before any resource is created; inside :func:`virtualtime.configure` its options
+    apply on top):
 
     ``start`` (0.0)
         Virtual time when the loop is created, in seconds; finite and >= 0.
@@ -414,38 +426,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         def _check_default_executor(self) -> None: ...
         def _process_events(self, event_list: list[Any]) -> None: ...
 
-    def __init__(
-        self,
-        *,
-        start: float = 0.0,
-        autojump: bool = True,
-        autojump_threshold: float = 0.0,
-        rate: float = 0.0,
-        history: int | None = None,
-        deadlock_timeout: float = 0.25,
-        max_rounds_per_instant: int = 1_000_000,
-        patch_time: bool = False,
-        wall_start: float | datetime.datetime | None = None,
-    ) -> None:
+    def __init__(self, options: LoopOptions | None = None, /, **kwargs: Unpack[LoopKwargs]) -> None:
         # Validate everything before creating any resource (the selector and self-pipe).
-        (
-            start,
-            autojump_threshold,
-            rate,
-            history,
-            deadlock_timeout,
-            wall,
-        ) = _validated(
-            start,
-            autojump,
-            autojump_threshold,
-            rate,
-            history,
-            deadlock_timeout,
-            max_rounds_per_instant,
-            patch_time,
-            wall_start,
-        )
+        checked, layers = configured(from_call(options, kwargs, "VirtualEventLoop"))
+        start = checked.start
+        autojump = checked.autojump
+        autojump_threshold = checked.autojump_threshold
+        rate = checked.rate
+        history = checked.history
+        deadlock_timeout = checked.deadlock_timeout
+        max_rounds_per_instant = checked.max_rounds_per_instant
+        patch_time = checked.patch_time
+        wall = wall_epoch(checked)
         from ._patch import TimePatch
 
         self._vt_ticks = to_ticks(start)
@@ -496,6 +488,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # asyncio-private: _clock_resolution is what the stock _run_once adds to time() to
         # find due timers.  Ours compares integer ticks instead; keep the attribute truthful.
         self._clock_resolution = RESOLUTION
+        # The configure() layers this loop was made under: told when it closes.
+        self._vt_layers = layers
+        if layers:
+            created(self, layers)
 
     # ------------------------------------------------------------------ clock
 
@@ -510,8 +506,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     @autojump.setter
     def autojump(self, value: bool) -> None:
-        check_bool("autojump", value)
-        self._vt_autojump = value
+        self._vt_autojump = check_option("autojump", value)
         self._vt_update_fast()
 
     @property
@@ -525,7 +520,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     @rate.setter
     def rate(self, value: float) -> None:
-        value = check_rate("rate", value)
+        value = check_option("rate", value)
         self._vt_anchor.rebase(self._vt_now)
         self._vt_anchor.set_rate(value)
         self._vt_paced = value > 0
@@ -538,7 +533,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     @autojump_threshold.setter
     def autojump_threshold(self, value: float) -> None:
-        self._vt_threshold = check_delay("autojump_threshold", value)
+        self._vt_threshold = check_option("autojump_threshold", value)
         self._vt_update_fast()
 
     @property
@@ -568,6 +563,64 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def start_time(self) -> float:
         """The virtual time the loop was created at."""
         return self._vt_start
+
+    # ------------------------------------------- the contract with virtualtime._control
+
+    @property
+    def ticks(self) -> int:
+        """The virtual time now as an exact integer count of 1 ns ticks (read-only).
+
+        ``time()`` is the float of it.  This is what other modules read when a float is not
+        exact enough (the wall clock of ``patch_time``, which counts nanoseconds since 1970).
+        """
+        return self._vt_ticks
+
+    @overload
+    async def drive(self, verb: Literal["step"], value: float = 0.0) -> float | None: ...
+    @overload
+    async def drive(
+        self, verb: Literal["settle", "evolve", "run_until", "fast_forward"], value: float = 0.0
+    ) -> float: ...
+    async def drive(self, verb: DriveVerb, value: float = 0.0) -> float | None:
+        """Drive time from a task of this running loop: the awaitable verbs' one entry point.
+
+        ``verb`` is ``"settle"``, ``"step"``, ``"evolve"`` (``value`` is ``dt``),
+        ``"run_until"`` (``value`` is ``t``) or ``"fast_forward"`` (``value`` is ``dt``),
+        with the meaning of the synchronous methods of the same names.  It returns once the
+        loop is idle at the target.  :func:`virtualtime.evolve` and its siblings call this
+        after finding the running loop; call those, not this.  It is a coroutine because it
+        must be awaited from inside the running loop (the synchronous twins drive a loop from
+        outside).  A bad ``value`` raises before time moves.
+        """
+        if verb == "settle":
+            return await self._vt_await_drive(self._vt_ticks)
+        if verb == "step":
+            fired = self._vt_fired
+            await self._vt_await_drive(self._vt_ticks)
+            if self._vt_fired > fired:  # timers were due at the current instant: that was it
+                return self.time()
+            nxt = self._vt_next_ticks()
+            if nxt is None:
+                return None
+            return await self._vt_await_drive(nxt)
+        if verb == "evolve":
+            return await self._vt_await_drive(self._vt_ticks + self._vt_span_ticks(value))
+        if verb == "run_until":
+            return await self._vt_await_drive(self._vt_check_target(value))
+        if verb == "fast_forward":
+            self._vt_leap(self._vt_span_ticks(value))
+            return await self._vt_await_drive(self._vt_ticks)
+        raise InvalidValueError(
+            f"verb must be one of settle, step, evolve, run_until, fast_forward; got {verb!r}"
+        )
+
+    async def _vt_await_drive(self, target: int) -> float:
+        future = self._vt_drive_inside(target)
+        try:
+            return await future
+        finally:
+            if not future.done():
+                self._vt_cancel_drive(future)
 
     def _vt_update_fast(self) -> None:
         # The common case, decided once per mode change rather than on every iteration.
@@ -728,7 +781,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if type(priority) is not int and (
             isinstance(priority, bool) or not isinstance(priority, int)
         ):
-            raise TypeError(f"priority must be an int, got {priority!r}")
+            raise InvalidTypeError(f"priority must be an int, got {priority!r}")
         self._check_closed()  # asyncio-private: the stock "Event loop is closed" check.
         if self._debug:  # asyncio-private: debug-mode argument checks, as stock call_at does.
             self._check_thread()
@@ -1187,10 +1240,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def close(self) -> None:
         """Close the loop; pending timers are dropped."""
+        first = not self.is_closed()
         super().close()
         self._vt_timers.clear()
         self._vt_drives.clear()
         self._vt_scheduled_at.clear()
+        if first and self._vt_layers:
+            closed(self, self._vt_layers)
 
     def __repr__(self) -> str:
         mode = "rate" if self._vt_paced else ("autojump" if self._vt_autojump else "manual")
@@ -1268,11 +1324,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         t = check_finite("t", t)
         target = ticks_at_or_after(t) if t < _HORIZON else _NEVER
         if target >= _NEVER:
-            raise ValueError(
+            raise InvalidValueError(
                 f"t must be before the horizon of virtual time ({_HORIZON:.4g} s), got {t!r}"
             )
         if target < self._vt_ticks:
-            raise ValueError(
+            raise InvalidValueError(
                 f"t must not be in the past: t={t!r} < now={self._vt_now!r} "
                 "(virtual time never goes backwards)"
             )
@@ -1288,7 +1344,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_outside(self, verb: str, inside: str) -> None:
         if self.is_running() or _asyncio_events._get_running_loop() is not None:
-            raise VirtualTimeError(
+            raise UsageError(
                 f"loop.{verb}() drives a loop that is not running; this one is running "
                 f"(or another loop is). From a coroutine use `{inside}`; from another thread "
                 f"use asyncio.run_coroutine_threadsafe({inside.removeprefix('await ')}, loop)"
@@ -1316,91 +1372,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         heapq.heapify(self._vt_drives)
 
 
-_INIT_SIGNATURE: Final = inspect.signature(VirtualEventLoop.__init__)
-
-LOOP_OPTIONS: Final = tuple(_INIT_SIGNATURE.parameters)[1:]
-"""The keyword options of :class:`VirtualEventLoop`, in signature order."""
-
-
-def check_loop_options(**options: Any) -> None:
-    """Raise the error :class:`VirtualEventLoop` would raise for ``options``, creating nothing.
-
-    For callers that validate options long before (or instead of) building a loop: the anyio
-    helper and the pytest plugin.
-    """
-    bound = _INIT_SIGNATURE.bind(None, **options)
-    bound.apply_defaults()
-    arguments = dict(bound.arguments)
-    del arguments["self"]
-    _validated(**arguments)
-
-
-def _validated(
-    start: object,
-    autojump: object,
-    autojump_threshold: object,
-    rate: object,
-    history: object,
-    deadlock_timeout: object,
-    max_rounds_per_instant: object,
-    patch_time: object,
-    wall_start: object,
-) -> tuple[float, float, float, int | None, float, float]:
-    """Check every option; return the normalised numbers (and the wall-clock epoch)."""
-    start_value = check_delay("start", start)
-    if start_value >= _HORIZON:
-        raise ValueError(
-            f"start must be before the horizon of virtual time ({_HORIZON:.4g} s), "
-            f"got {_short(start)}"
-        )
-    check_bool("autojump", autojump)
-    threshold = check_delay("autojump_threshold", autojump_threshold)
-    rate_value = check_rate("rate", rate)
-    kept = _check_history(history)
-    # math.inf: never declare a deadlock (a server waiting for clients from outside).
-    deadlock = (
-        math.inf
-        if isinstance(deadlock_timeout, float) and deadlock_timeout == math.inf
-        else check_delay("deadlock_timeout", deadlock_timeout)
-    )
-    if isinstance(max_rounds_per_instant, bool) or not isinstance(max_rounds_per_instant, int):
-        raise TypeError(f"max_rounds_per_instant must be an int, got {max_rounds_per_instant!r}")
-    if max_rounds_per_instant < 1:
-        raise ValueError(f"max_rounds_per_instant must be >= 1, got {max_rounds_per_instant!r}")
-    check_bool("patch_time", patch_time)
-    from ._patch import TimePatch
-
-    wall = TimePatch.check_wall_start(wall_start)
-    return start_value, threshold, rate_value, kept, deadlock, wall
-
-
-def _check_history(history: object) -> int | None:
-    if history is None:
-        return None
-    if isinstance(history, bool) or not isinstance(history, int):
-        raise TypeError(
-            f"history must be None or an int (how many records to keep), got {history!r}"
-        )
-    if history < 0:
-        raise ValueError(f"history must be >= 0 (0 or None keeps none), got {history!r}")
-    if history > sys.maxsize:
-        raise ValueError(
-            f"history must be at most sys.maxsize ({sys.maxsize}), got {_short(history)}"
-        )
-    return history or None
-
-
 def running_virtual_loop(what: str) -> VirtualEventLoop:
-    """The running :class:`VirtualEventLoop`, or a :class:`VirtualTimeError` saying why not."""
+    """The running :class:`VirtualEventLoop`, or a ``UsageError`` saying why not."""
     loop = _asyncio_events._get_running_loop()
     if isinstance(loop, VirtualEventLoop):
         return loop
     if loop is None:
-        raise VirtualTimeError(
+        raise UsageError(
             f"{what} needs a running virtual event loop, and no event loop is running; "
             "run your code with virtualtime.run(...) or a virtualtime.new_event_loop factory"
         )
-    raise VirtualTimeError(
+    raise UsageError(
         f"{what} needs a running virtual event loop, but the running loop is "
         f"{type(loop).__name__}; create it with virtualtime.new_event_loop "
         "(asyncio.Runner(loop_factory=virtualtime.new_event_loop))"

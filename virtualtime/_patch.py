@@ -97,6 +97,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from . import _hook
+from ._errors import InvalidTypeError, InvalidValueError, UsageError
 from ._loop import VirtualEventLoop, running_virtual_loop
 from ._time import TICKS_PER_SECOND, check_finite, to_ticks
 
@@ -248,9 +249,9 @@ def _epoch_ns(wall: float) -> int:
 
 
 def _wall_ns(loop: VirtualEventLoop, wall: float) -> int:
-    # The loop's own tick counter (a virtualtime attribute, read as _control.py does): exact
-    # nanoseconds even where loop.time() as a float no longer is.
-    return _epoch_ns(wall) + loop._vt_ticks - to_ticks(loop.start_time)
+    # The loop's read-only tick counter (VirtualEventLoop.ticks, its contract with this
+    # module): exact nanoseconds even where loop.time() as a float no longer is.
+    return _epoch_ns(wall) + loop.ticks - to_ticks(loop.start_time)
 
 
 _last_datetime: list[Any] = [None, None, None, None]  # cls, tz, wall_ns -> the value
@@ -299,18 +300,18 @@ def check_wall_start(wall_start: object) -> float:
         try:
             stamp = wall_start.timestamp()
         except (OverflowError, OSError, ValueError) as exc:
-            raise ValueError(
+            raise InvalidValueError(
                 f"wall_start must be a datetime the platform can convert to a POSIX "
                 f"timestamp, got {wall_start!r} ({exc})"
             ) from None
     elif isinstance(wall_start, _REAL_DATE):
-        raise TypeError(
+        raise InvalidTypeError(
             f"wall_start must be a POSIX timestamp or a datetime.datetime, got the date "
             f"{wall_start!r}; pass datetime.datetime({wall_start.year}, "
             f"{wall_start.month}, {wall_start.day}, tzinfo=...) for midnight"
         )
     elif isinstance(wall_start, bool) or not isinstance(wall_start, Real):
-        raise TypeError(
+        raise InvalidTypeError(
             f"wall_start must be None, a POSIX timestamp (a real number) or a "
             f"datetime.datetime, got {wall_start!r} ({type(wall_start).__name__})"
         )
@@ -319,7 +320,7 @@ def check_wall_start(wall_start: object) -> float:
     try:
         _EPOCH_UTC + _dt.timedelta(microseconds=_epoch_ns(stamp) // 1000)
     except (OverflowError, InvalidOperation):
-        raise ValueError(
+        raise InvalidValueError(
             f"wall_start must lie within datetime's range (years 1 to 9999), got {wall_start!r}"
         ) from None
     return stamp
@@ -429,7 +430,7 @@ class TimePatch(ClockPatch):
             self._source = loop
 
     def ticks(self) -> int:
-        return self.loop._vt_ticks
+        return self.loop.ticks
 
     def __repr__(self) -> str:
         return f"<TimePatch loop={self.loop!r} wall_start={self.wall_start!r}>"
@@ -473,7 +474,7 @@ def wall_time(loop: VirtualEventLoop | None = None) -> _dt.datetime:
     if loop is None:
         loop = running_virtual_loop("virtualtime.wall_time()")
     elif not isinstance(loop, VirtualEventLoop):
-        raise TypeError(
+        raise InvalidTypeError(
             f"loop must be a virtualtime.VirtualEventLoop or None, got {loop!r} "
             f"({type(loop).__name__})"
         )
@@ -760,7 +761,7 @@ def _install() -> None:
     """Redirect the clocks (first user) and count one more user."""
     global _users
     if _FREE_THREADED:
-        raise RuntimeError(
+        raise UsageError(
             "patch_time=True is not supported on a free-threaded (no-GIL) Python build: it "
             "redirects the clock objects in place, which is safe only under the GIL"
         )

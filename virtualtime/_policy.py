@@ -24,12 +24,12 @@ do for asyncio's built-in policies -- virtualtime adds no warning of its own.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import sys
 import warnings
-from typing import Any
+from typing import Any, Unpack
 
 from ._loop import VirtualEventLoop
+from ._options import LoopKwargs, LoopOptions
 
 __all__ = ["EventLoopPolicy"]
 
@@ -38,12 +38,6 @@ if sys.version_info >= (3, 16):  # pragma: no cover - asyncio has no policies an
         "asyncio removed event-loop policies in Python 3.16: pass "
         "loop_factory=virtualtime.new_event_loop to asyncio.run or asyncio.Runner instead"
     )
-
-_OPTIONS = tuple(
-    name
-    for name, parameter in inspect.signature(VirtualEventLoop.__init__).parameters.items()
-    if parameter.kind is inspect.Parameter.KEYWORD_ONLY
-)
 
 with warnings.catch_warnings():
     # Python 3.14+ warns when the name asyncio.DefaultEventLoopPolicy is looked up.  Our own
@@ -73,26 +67,21 @@ class EventLoopPolicy(_DefaultPolicy):
     ``asyncio.set_event_loop_policy`` itself raises asyncio's ``DeprecationWarning``.
     """
 
-    def __init__(self, **options: Any) -> None:
-        unknown = sorted(set(options) - set(_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"EventLoopPolicy got unknown option(s) {', '.join(map(repr, unknown))}; "
-                f"the options are those of virtualtime.new_event_loop: {', '.join(_OPTIONS)}"
-            )
-        # Validate the values now (the loop checks every option before opening anything).
-        VirtualEventLoop(**options).close()
+    def __init__(self, **options: Unpack[LoopKwargs]) -> None:
+        # Checked now by the options catalogue, so a typo fails here, not at the first loop;
+        # nothing is built to check them.
+        self._loop_options = LoopOptions.of(options)
         super().__init__()
-        self._options = dict(options)
+        self._options: dict[str, Any] = dict(options)
 
     @property
     def options(self) -> dict[str, Any]:
-        """The options every new loop is created with (a copy)."""
+        """The options every new loop is created with, as given (a copy)."""
         return dict(self._options)
 
     def new_event_loop(self) -> VirtualEventLoop:
         """A new virtual loop with this policy's options (asyncio calls this)."""
-        return VirtualEventLoop(**self._options)
+        return VirtualEventLoop(self._loop_options)
 
     def __repr__(self) -> str:
         options = ", ".join(f"{key}={value!r}" for key, value in self._options.items())

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
+from ._errors import UsageError
 from ._loop import VirtualEventLoop
+from ._options import LoopKwargs, LoopOptions
 
 __all__ = ["new_event_loop", "run"]
 
 _T = TypeVar("_T")
 
 
-def new_event_loop(**options: Any) -> VirtualEventLoop:
+def new_event_loop(
+    options: LoopOptions | None = None, /, **kwargs: Unpack[LoopKwargs]
+) -> VirtualEventLoop:
     """A new :class:`~virtualtime.VirtualEventLoop`: pass it wherever a loop factory goes.
 
     ``asyncio.Runner(loop_factory=virtualtime.new_event_loop)``,
     ``asyncio.run(main(), loop_factory=virtualtime.new_event_loop)`` (3.12+), or anyio's
     ``backend_options={"loop_factory": virtualtime.new_event_loop}``.  Options are keyword-only
     and validated; bind them with :func:`functools.partial` when a factory takes no arguments.
+    A :class:`~virtualtime.LoopOptions` built once may be passed instead of the keywords.
     """
-    return VirtualEventLoop(**options)
+    return VirtualEventLoop(options, **kwargs)
 
 
 def _loop_running() -> bool:
@@ -32,7 +37,9 @@ def _loop_running() -> bool:
     return True
 
 
-def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None, **options: Any) -> _T:
+def run(
+    main: Coroutine[Any, Any, _T], *, debug: bool | None = None, **options: Unpack[LoopKwargs]
+) -> _T:
     """Run coroutine ``main`` on a new virtual loop and return its result, like ``asyncio.run``.
 
     The loop is closed afterwards, with async generators and the default executor shut down.
@@ -45,7 +52,7 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None, **options: 
     if _loop_running():
         if asyncio.iscoroutine(main):
             main.close()
-        raise RuntimeError(
+        raise UsageError(
             "virtualtime.run() cannot be called from a running event loop; "
             "await the coroutine instead"
         )

@@ -36,6 +36,8 @@ from fractions import Fraction
 from numbers import Real
 from typing import Final
 
+from ._errors import InvalidTypeError, InvalidValueError
+
 __all__ = [
     "RESOLUTION",
     "TICKS_PER_SECOND",
@@ -105,20 +107,20 @@ def check_finite(name: str, value: object) -> float:
     ``ValueError`` for NaN and infinities.  The message names ``name``.
     """
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} ({_type_name(value)})")
+        raise InvalidTypeError(f"{name} must be a real number, got {value!r} ({_type_name(value)})")
     try:
         result = float(value)
     except OverflowError:  # an int beyond any float
-        raise ValueError(f"{name} must be finite, got {value!r}") from None
+        raise InvalidValueError(f"{name} must be finite, got {value!r}") from None
     if not math.isfinite(result):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise InvalidValueError(f"{name} must be finite, got {value!r}")
     return result
 
 
 def check_bool(name: str, value: object) -> bool:
     """``value`` if it is exactly True or False, else a ``TypeError`` naming ``name``."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise InvalidTypeError(f"{name} must be True or False, got {value!r}")
     return value
 
 
@@ -126,7 +128,7 @@ def check_delay(name: str, value: object) -> float:
     """``value`` as a float if it is a finite number >= 0, else a clear error."""
     result = check_finite(name, value)
     if result < 0:
-        raise ValueError(f"{name} must be >= 0, got {value!r}")
+        raise InvalidValueError(f"{name} must be >= 0, got {value!r}")
     return result
 
 

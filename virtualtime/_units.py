@@ -10,6 +10,8 @@ import math
 import re
 from typing import Final
 
+from ._errors import InvalidTypeError, InvalidValueError
+
 __all__ = ["format_duration", "parse_time"]
 
 _UNITS: Final = {
@@ -36,7 +38,7 @@ def parse_time(text: str) -> float:
     >= 0; a bare number is seconds.
     """
     if not isinstance(text, str):
-        raise TypeError(f"expected a string, got {text!r}")
+        raise InvalidTypeError(f"expected a string, got {text!r}")
     spec = text.strip()
     total = 0.0
     pos = 0
@@ -52,7 +54,7 @@ def parse_time(text: str) -> float:
         pos = match.end()
         parts += 1
     if not spec or parts == 0 or pos != len(spec) or not math.isfinite(total):
-        raise ValueError(
+        raise InvalidValueError(
             f"expected seconds (3600) or a duration (90s, 15m, 36h, 2d, 1h30m), got {text!r}"
         )
     return total

@@ -122,8 +122,8 @@ if TYPE_CHECKING:
     from ._loop import VirtualEventLoop
     from .trio import VirtualClock
 
-from ._anyio import TRIO_OPTIONS
-from ._loop import LOOP_OPTIONS, check_loop_options
+from ._errors import InvalidTypeError, InvalidValueError
+from ._options import LoopOptions, check_names, check_option
 
 __all__ = ["DEFAULT_MAX_TIME", "VirtualTime", "deadlock_report"]
 
@@ -171,7 +171,7 @@ _NOT_VIRTUAL: Final = _Settings(virtual=False)
 _SETTINGS_KEY: Final = pytest.StashKey[_Settings]()
 _GLOBAL_KEY: Final = pytest.StashKey[bool]()
 _MAX_TIME_KEY: Final = pytest.StashKey["float | None"]()
-"""(option, value) pairs already accepted by the loop: validation builds a loop only once."""
+"""The session's default virtual horizon (``--virtualtime-max-time`` / ini), read once."""
 
 
 def _global_switch(config: pytest.Config) -> bool:
@@ -193,6 +193,7 @@ def _fail(nodeid: str, problem: str) -> NoReturn:
 
 
 def _check_option(nodeid: str, name: str, value: Any) -> None:
+    """One marker option, checked by the options catalogue (or, for max_time, here)."""
     if name == _MAX_TIME:
         try:
             _check_max_time(value)
@@ -201,20 +202,13 @@ def _check_option(nodeid: str, name: str, value: Any) -> None:
         else:
             return
         _fail(nodeid, problem)
-    if name not in LOOP_OPTIONS:
-        known = (*LOOP_OPTIONS, _MAX_TIME)
-        import difflib
-
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        _fail(
-            nodeid,
-            f"unknown option {name!r} (={value!r}){hint}; the options are {_MAX_TIME} and "
-            f"those of virtualtime.VirtualEventLoop: {', '.join(LOOP_OPTIONS)}",
-        )
     try:
-        check_loop_options(**{name: value})
-    except (TypeError, ValueError) as exc:
+        check_names({name: value}, "asyncio")
+    except InvalidTypeError as exc:
+        _fail(nodeid, f"{exc}; the marker also takes {_MAX_TIME}")
+    try:
+        check_option(name, value)
+    except (InvalidTypeError, InvalidValueError) as exc:
         problem = f"bad option {name}={value!r}: {exc}"
     else:
         return
@@ -232,7 +226,7 @@ def _check_max_time(value: object) -> float | None:
 
         seconds = parse_time(value)
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
+        raise InvalidTypeError(
             f"max_time must be seconds (a number or a duration such as '36h'), or None for no "
             f"horizon, got {value!r}"
         )
@@ -241,7 +235,7 @@ def _check_max_time(value: object) -> float | None:
     else:
         seconds = float(value)
     if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(
+        raise InvalidValueError(
             f"max_time must be > 0 virtual seconds (None turns the horizon off), got {value!r}"
         )
     return seconds
@@ -375,15 +369,16 @@ class _LoopFactory:
     ``loop_scope`` by factory, so tests with the same options share one loop.
     """
 
-    __slots__ = ("options",)
+    __slots__ = ("loop_options", "options")
 
     def __init__(self, options: tuple[tuple[str, Any], ...]) -> None:
         self.options = options
+        self.loop_options = LoopOptions.of(dict(options))  # checked once, passed on
 
     def __call__(self) -> VirtualEventLoop:
         from ._loop import VirtualEventLoop
 
-        return VirtualEventLoop(**dict(self.options))
+        return VirtualEventLoop(self.loop_options)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _LoopFactory):
@@ -504,20 +499,20 @@ class _AnyioPlan:
                     "its anyio_backend already sets a trio clock; virtual time needs its own "
                     "(drop the 'clock' backend option for this test)",
                 )
-            asyncio_only = [name for name, _ in self.options if name not in TRIO_OPTIONS]
-            if asyncio_only:
+            given = dict(self.options)
+            try:
+                check_names(given, "trio")
+            except InvalidTypeError as exc:
                 _fail(
                     self.nodeid,
-                    f"option(s) {', '.join(asyncio_only)} exist only on the asyncio loop, "
-                    f"and this test runs on trio; trio's VirtualClock accepts "
-                    f"{', '.join(sorted(TRIO_OPTIONS))} (restrict the test to asyncio with "
+                    f"this test runs on trio, and {exc} (restrict the test to asyncio with "
                     "anyio_backend, or drop the option)",
                 )
             try:
                 from .trio import VirtualClock
             except ImportError as exc:  # pragma: no cover - trio is selected, so importable
                 _fail(self.nodeid, f"virtual time on trio needs virtualtime.trio: {exc}")
-            options["clock"] = VirtualClock(**dict(self.options))
+            options["clock"] = VirtualClock(LoopOptions.of(given, backend="trio"))
             return options
         _fail(
             self.nodeid,
@@ -702,9 +697,9 @@ async def _trio_guarded(call: Callable[[], Awaitable[Any]]) -> Any:
     from . import trio as virtual_trio
 
     clock = trio.lowlevel.current_clock()
-    if not isinstance(clock, virtual_trio.VirtualClock) or clock._guard is not None:
+    if not isinstance(clock, virtual_trio.VirtualClock) or virtual_trio.RunGuard.active(clock):
         return await call()
-    return await virtual_trio._run_guarded(clock, call)
+    return await virtual_trio.RunGuard(clock, call).guarded_main()
 
 
 # ------------------------------------------------------------------ the virtual horizon
@@ -1058,7 +1053,7 @@ def _running_backend(what: str) -> Literal["asyncio", "trio"]:
     """Which virtual clock runs the current task; a VirtualTimeError if none does."""
     import asyncio
 
-    from ._errors import VirtualTimeError
+    from ._errors import UsageError
     from ._loop import VirtualEventLoop
 
     try:
@@ -1068,7 +1063,7 @@ def _running_backend(what: str) -> Literal["asyncio", "trio"]:
     if loop is not None:
         if isinstance(loop, VirtualEventLoop):
             return "asyncio"
-        raise VirtualTimeError(
+        raise UsageError(
             f"{what} needs virtual time, but it runs on a real event loop "
             f"({type(loop).__name__}).  With anyio, a runner kept alive by an async fixture of "
             "a wider scope was built before this test: give that fixture's tests the same "
@@ -1084,12 +1079,12 @@ def _running_backend(what: str) -> Literal["asyncio", "trio"]:
             virtual_trio = sys.modules.get("virtualtime.trio")
             if virtual_trio is not None and isinstance(clock, virtual_trio.VirtualClock):
                 return "trio"
-            raise VirtualTimeError(
+            raise UsageError(
                 f"{what} needs virtual time, but trio runs with {type(clock).__name__}.  With "
                 "anyio, a runner kept alive by an async fixture of a wider scope was built "
                 "before this test: give that fixture's tests the same virtualtime mark"
             )
-    raise VirtualTimeError(
+    raise UsageError(
         f"{what} needs a running virtual event loop or trio VirtualClock; call it from the "
         "async test (or an async fixture of it)"
     )
@@ -1150,20 +1145,20 @@ class VirtualTime:
     @property
     def loop(self) -> VirtualEventLoop:
         """The running :class:`~virtualtime.VirtualEventLoop` (asyncio only)."""
-        from ._errors import VirtualTimeError
+        from ._errors import UsageError
         from ._loop import running_virtual_loop
 
         if _running_backend("virtual_time.loop") != "asyncio":
-            raise VirtualTimeError("virtual_time.loop exists on asyncio only; on trio use .clock")
+            raise UsageError("virtual_time.loop exists on asyncio only; on trio use .clock")
         return running_virtual_loop("virtual_time.loop")
 
     @property
     def clock(self) -> VirtualClock:
         """The running :class:`virtualtime.trio.VirtualClock` (trio only)."""
-        from ._errors import VirtualTimeError
+        from ._errors import UsageError
 
         if _running_backend("virtual_time.clock") != "trio":
-            raise VirtualTimeError("virtual_time.clock exists on trio only; on asyncio use .loop")
+            raise UsageError("virtual_time.clock exists on trio only; on asyncio use .loop")
         import trio.lowlevel
 
         clock: VirtualClock = trio.lowlevel.current_clock()  # type: ignore[assignment]

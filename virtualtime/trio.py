@@ -95,7 +95,6 @@ clock is a VirtualClock, they drive it (this module holds their trio halves).
 
 import collections.abc as _abc
 import contextlib
-import datetime
 import gc
 import math
 import os
@@ -111,11 +110,11 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from . import _errors, _time
+from . import _errors, _options, _time
 
 # No ``from x import y`` above: this module's public namespace is exactly ``__all__``.
 
-__all__ = ("VirtualClock", "run")
+__all__ = ("RunGuard", "VirtualClock", "run")
 
 _T = typing.TypeVar("_T")
 
@@ -271,7 +270,9 @@ class VirtualClock(trio.abc.Clock):
     threads keep working in real time, and never lose to a virtual timeout (see "The outside
     world" in the module documentation).
 
-    Options (keyword-only; each is validated and is also a settable attribute):
+    Options (keywords, or one :class:`~virtualtime.LoopOptions` passed positionally; checked by
+    that options catalogue, the same as the asyncio loop's; each is also a settable
+    attribute; inside :func:`virtualtime.configure` its options apply on top):
 
     ``start`` (0.0)
         Virtual time at which the clock starts, in seconds (finite, >= 0).
@@ -310,27 +311,26 @@ class VirtualClock(trio.abc.Clock):
 
     def __init__(
         self,
-        *,
-        start: float = 0.0,
-        autojump: bool = True,
-        autojump_threshold: float = 0.0,
-        rate: float = 0.0,
-        deadlock_timeout: float = 0.25,
-        patch_time: bool = False,
-        wall_start: float | datetime.datetime | None = None,
+        options: _options.LoopOptions | None = None,
+        /,
+        **kwargs: typing.Unpack[_options.ClockKwargs],
     ) -> None:
-        start = _time.check_delay("start", start)
-        _time.check_bool("autojump", autojump)
-        autojump_threshold = _time.check_delay("autojump_threshold", autojump_threshold)
-        rate = _time.check_rate("rate", rate)
-        deadlock_timeout = _time.check_delay("deadlock_timeout", deadlock_timeout)
-        _time.check_bool("patch_time", patch_time)
+        checked, layers = _options.configured(
+            _options.from_call(options, kwargs, "VirtualClock", "trio"), trio=True
+        )
+        start = checked.start
+        autojump = checked.autojump
+        autojump_threshold = checked.autojump_threshold
+        rate = checked.rate
+        deadlock_timeout = checked.deadlock_timeout
         patch: typing.Any = None
-        if patch_time or wall_start is not None:
-            from ._patch import TrioClockPatch, check_wall_start
+        if checked.patch_time or checked.wall_start is not None:
+            from ._patch import TrioClockPatch
 
-            wall = check_wall_start(wall_start)
-            patch = TrioClockPatch(self, _time.to_ticks(start), wall) if patch_time else None
+            wall = _options.wall_epoch(checked)
+            patch = (
+                TrioClockPatch(self, _time.to_ticks(start), wall) if checked.patch_time else None
+            )
 
         self._ticks = _time.to_ticks(start)
         # Sub-tick remainder of the delays added so far, in ticks (|x| <= 0.5): rounding each
@@ -365,13 +365,14 @@ class VirtualClock(trio.abc.Clock):
         self._plan_immediate = False
         self._wait_started = 0.0
         self._dormant = False
-        self._guard: trio.CancelScope | None = None
-        self._guard_task: trio.lowlevel.Task | None = None
-        self._guard_name = ""
-        self._deadlock: _errors.DeadlockError | None = None
+        self._guard: RunGuard[typing.Any] | None = None  # set only by RunGuard.guarded_main
         self._error: BaseException | None = None
         # patch_time: entered when trio starts a run with this clock, left when it ends.
         self._patch = patch
+        # The configure() layers this clock was made under: told when each run ends.
+        self._layers = layers
+        if layers:
+            _options.created(self, layers)
 
     # ------------------------------------------------------------ settable options
 
@@ -382,7 +383,7 @@ class VirtualClock(trio.abc.Clock):
 
     @rate.setter
     def rate(self, value: float) -> None:
-        value = _time.check_rate("rate", value)
+        value = _options.check_option("rate", value)
         if self._rate == value:
             return
         if self._rate == 0:
@@ -415,8 +416,7 @@ class VirtualClock(trio.abc.Clock):
 
     @autojump.setter
     def autojump(self, value: bool) -> None:
-        _time.check_bool("autojump", value)
-        self._autojump = value
+        self._autojump = _options.check_option("autojump", value)
         self._update_plain()
         self._poke()
 
@@ -427,7 +427,7 @@ class VirtualClock(trio.abc.Clock):
 
     @autojump_threshold.setter
     def autojump_threshold(self, value: float) -> None:
-        self._threshold = _time.check_delay("autojump_threshold", value)
+        self._threshold = _options.check_option("autojump_threshold", value)
         self._update_plain()
         self._poke()
 
@@ -438,7 +438,7 @@ class VirtualClock(trio.abc.Clock):
 
     @deadlock_timeout.setter
     def deadlock_timeout(self, value: float) -> None:
-        self._deadlock_timeout = _time.check_delay("deadlock_timeout", value)
+        self._deadlock_timeout = _options.check_option("deadlock_timeout", value)
 
     @property
     def jumps(self) -> int:
@@ -787,7 +787,7 @@ class VirtualClock(trio.abc.Clock):
     def _declare_deadlock(self) -> None:
         self._dormant = True  # do not re-detect (and re-wake) until something changes
         guard = self._guard
-        if guard is None or self._deadlock is not None:
+        if guard is None or guard.deadlock is not None:
             return
         tasks = self._guarded_tasks()
         blocked = tuple(self._describe(task) for task in tasks)
@@ -801,15 +801,15 @@ class VirtualClock(trio.abc.Clock):
         if blocked:
             lines.append("Blocked tasks:")
             lines.extend(f"  - {name}: {where}" for name, where in blocked)
-        self._deadlock = _errors.DeadlockError("\n".join(lines), blocked)
+        guard.deadlock = _errors.DeadlockError("\n".join(lines), blocked)
         # Cancellation does not reach into shielded scopes; lift the shields the blocked tasks
         # sit in, so that the whole guarded tree unwinds and the error can be raised.
         for task in tasks:
             _lift_shields(task)
-        guard.cancel()
+        guard.scope.cancel()
 
     def _guarded_tasks(self) -> list[trio.lowlevel.Task]:
-        return _task_tree(self._guard_task)
+        return _task_tree(None if self._guard is None else self._guard.task)
 
     def _describe(self, task: trio.lowlevel.Task) -> tuple[str, str]:
         """``(name, where)``: the task's awaits, outermost first, trimmed of trio's insides."""
@@ -820,12 +820,14 @@ class VirtualClock(trio.abc.Clock):
             if not code.co_filename.startswith(library):
                 last_user = index
         shown = frames[: last_user + 2] if last_user >= 0 else frames[:1]
-        if task is self._guard_task and shown and shown[0][0] is _run_guarded.__code__:
+        guard = self._guard
+        is_main = guard is not None and task is guard.task
+        if is_main and shown and shown[0][0] is RunGuard.guarded_main.__code__:
             shown = shown[1:]
         where = " -> ".join(
             f"{code.co_qualname}() at {code.co_filename}:{lineno}" for code, lineno in shown
         )
-        name = self._guard_name if task is self._guard_task else task.name
+        name = guard.name if guard is not None and is_main else task.name
         return name, where or "not started"
 
     def _use_real_clock(self, real_clock: _abc.Callable[[], float]) -> None:
@@ -857,6 +859,8 @@ class VirtualClock(trio.abc.Clock):
         self._waits.clear()
         self._inside_io.clear()
         self._run_addresses.clear()
+        if self._layers:
+            _options.closed(self, self._layers)
 
     def __repr__(self) -> str:
         return (
@@ -1131,30 +1135,68 @@ def _task_tree(root: trio.lowlevel.Task | None) -> list[trio.lowlevel.Task]:
     return tasks
 
 
-async def _run_guarded(
-    clock: VirtualClock, async_fn: _abc.Callable[..., _abc.Awaitable[_T]], *args: object
-) -> _T:
-    """Run ``async_fn(*args)``; a deadlock ends it with :class:`~virtualtime.DeadlockError`."""
-    if not isinstance(trio.lowlevel.current_clock(), VirtualClock):
-        raise RuntimeError("virtualtime.trio: the running trio clock is not a VirtualClock")
-    if clock._guard is not None:
-        raise RuntimeError(f"{clock!r} is already guarding another run")
-    with trio.CancelScope() as scope:
-        clock._guard = scope
-        clock._guard_task = trio.lowlevel.current_task()
-        clock._guard_name = getattr(async_fn, "__qualname__", None) or repr(async_fn)
-        clock._deadlock = None
-        clock._dormant = False  # a new guarded run: a deadlock in it must be detected afresh
-        try:
-            return await async_fn(*args)
-        finally:
-            clock._guard = None
-            clock._guard_task = None
-            clock._dormant = False
-    error, clock._deadlock = clock._deadlock, None
-    if error is None:  # pragma: no cover - only the clock cancels this scope
-        raise RuntimeError("virtualtime.trio: the guard scope was cancelled unexpectedly")
-    raise error
+class RunGuard(typing.Generic[_T]):
+    """One trio run on a :class:`VirtualClock` whose deadlock raises ``DeadlockError``.
+
+    The contract between the clock and the code that starts trio runs on it --
+    :func:`run`, :func:`virtualtime.anyio_run` with ``backend="trio"`` and the pytest
+    plugin: each wraps its main function, ``trio.run(RunGuard(clock, main).guarded_main,
+    *args, clock=clock)``.  While the guarded main function runs, the clock knows which task
+    tree is the program's; when that tree deadlocks, the clock cancels it and
+    :meth:`guarded_main` raises the clock's :class:`~virtualtime.DeadlockError` (naming every
+    blocked task) instead of letting the run hang.  Only this class sets the clock's guard.
+    """
+
+    __slots__ = ("async_fn", "clock", "deadlock", "name", "scope", "task")
+
+    def __init__(
+        self, clock: VirtualClock, async_fn: _abc.Callable[..., _abc.Awaitable[_T]]
+    ) -> None:
+        if not isinstance(clock, VirtualClock):
+            raise _errors.InvalidTypeError(
+                f"clock must be a virtualtime.trio.VirtualClock, got {clock!r}"
+            )
+        self.clock = clock
+        self.async_fn = async_fn
+        self.name: str = getattr(async_fn, "__qualname__", None) or repr(async_fn)
+        self.scope = trio.CancelScope()
+        self.task: trio.lowlevel.Task | None = None
+        self.deadlock: _errors.DeadlockError | None = None
+        """Set by the clock when it declares this run deadlocked (then it cancels ``scope``)."""
+
+    @staticmethod
+    def active(clock: VirtualClock) -> bool:
+        """Whether a guarded run is under way on ``clock`` (a nested one would be refused)."""
+        return clock._guard is not None
+
+    async def guarded_main(self, *args: object) -> _T:
+        """Await ``async_fn(*args)``; a deadlock ends it with ``DeadlockError``.
+
+        Call it from inside a trio run whose clock is ``clock`` (it is a coroutine because it
+        runs inside one).  Raises :class:`~virtualtime.UsageError` when the running clock is
+        another one, or when ``clock`` already guards a run.
+        """
+        clock = self.clock
+        if trio.lowlevel.current_clock() is not clock:
+            raise _errors.UsageError(
+                f"virtualtime.trio: the running trio clock is not {clock!r}; start the run "
+                "with clock=<that clock>"
+            )
+        if clock._guard is not None:
+            raise _errors.UsageError(f"{clock!r} is already guarding another run")
+        with self.scope:
+            clock._guard = self
+            self.task = trio.lowlevel.current_task()
+            clock._dormant = False  # a new guarded run: a deadlock in it must be detected afresh
+            try:
+                return await self.async_fn(*args)
+            finally:
+                clock._guard = None
+                clock._dormant = False
+        error, self.deadlock = self.deadlock, None
+        if error is None:  # pragma: no cover - only the clock cancels this scope
+            raise _errors.UsageError("virtualtime.trio: the guard scope was cancelled unexpectedly")
+        raise error
 
 
 def run(
@@ -1176,12 +1218,11 @@ def run(
     if clock is None:
         clock = VirtualClock(**options)
     elif options:
-        raise TypeError(
+        raise _errors.InvalidTypeError(
             f"pass clock options ({', '.join(sorted(options))}) or clock={clock!r}, not both"
         )
-    elif not isinstance(clock, VirtualClock):
-        raise TypeError(f"clock must be a virtualtime.trio.VirtualClock, got {clock!r}")
-    return trio.run(_run_guarded, clock, async_fn, *args, clock=clock)
+    guard = RunGuard(clock, async_fn)
+    return trio.run(guard.guarded_main, *args, clock=clock)
 
 
 # ------------------------------------------------------------------ driving verbs
@@ -1230,7 +1271,7 @@ def _check_target(clock: VirtualClock, t: float) -> float:
     now = clock.current_time()
     # Compare in ticks: trio's float deadlines carry noise (0.1 * 3 reads 0.300...04).
     if _time.to_ticks(t) < _time.to_ticks(now):
-        raise ValueError(
+        raise _errors.InvalidValueError(
             f"t must not be in the past: t={t!r} < now={now!r} (virtual time never goes backwards)"
         )
     return t

@@ -1,0 +1,377 @@
+"""Canaries: one named test per private asyncio / anyio / threading assumption of the engine.
+
+The engine's loop modules (``virtualtime/_loop.py``, ``_outside.py``, ``_timers.py``) touch a
+few private parts of asyncio, concurrent.futures, threading and anyio, each with a comment
+saying why.  If a new Python (or anyio) changes one of them, the matching test here fails
+first and says which symbol moved and where virtualtime relies on it -- instead of traces
+silently losing spans or virtual timeouts silently overtaking worker threads.
+
+Each canary is small and independent: fix the named place in the engine, then the canary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.base_events
+import asyncio.base_subprocess
+import asyncio.futures
+import asyncio.sslproto
+import concurrent.futures
+import contextvars
+import inspect
+import os
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+import virtualtime
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def changed(what: str, where: str) -> str:
+    """The canary's failure message: which symbol changed, and where virtualtime uses it."""
+    return f"Python {PY} changed {what}; see {where}"
+
+
+# ------------------------------------------------------------------ asyncio handles
+
+
+def test_canary_handle_and_timerhandle_slots_are_the_ones_Timer_sets() -> None:
+    # _loop.py, class _Timer: builds a TimerHandle by setting its slots directly.
+    handle_slots = set(asyncio.Handle.__slots__)
+    timer_slots = set(asyncio.TimerHandle.__slots__)
+    expected_handle = {
+        "_callback",
+        "_args",
+        "_cancelled",
+        "_loop",
+        "_source_traceback",
+        "_repr",
+        "__weakref__",
+        "_context",
+    }
+    assert handle_slots == expected_handle, changed(
+        f"asyncio.Handle.__slots__ (now {sorted(handle_slots)})",
+        "virtualtime/_loop.py (the _Timer class)",
+    )
+    assert timer_slots == {"_scheduled", "_when"}, changed(
+        f"asyncio.TimerHandle.__slots__ (now {sorted(timer_slots)})",
+        "virtualtime/_loop.py (the _Timer class)",
+    )
+
+
+def test_canary_a_stock_timerhandle_has_the_field_values_Timer_sets() -> None:
+    # _loop.py, class _Timer: the values it gives each slot must be the stock constructor's.
+    loop = asyncio.new_event_loop()
+    try:
+        context = contextvars.copy_context()
+        stock: Any = asyncio.TimerHandle(5.0, print, (1,), loop, context)
+        values = {
+            "_when": stock._when,
+            "_callback": stock._callback,
+            "_args": stock._args,
+            "_cancelled": stock._cancelled,
+            "_loop": stock._loop,
+            "_repr": stock._repr,
+            "_context": stock._context,
+        }
+    finally:
+        loop.close()
+    assert values == {
+        "_when": 5.0,
+        "_callback": print,
+        "_args": (1,),
+        "_cancelled": False,
+        "_loop": loop,
+        "_repr": None,
+        "_context": context,
+    }, changed("what asyncio.TimerHandle.__init__ stores", "virtualtime/_loop.py (_Timer)")
+    assert stock._scheduled is False, changed(
+        "TimerHandle._scheduled (the loop sets it when it queues the timer)",
+        "virtualtime/_loop.py (_Timer) and virtualtime/_timers.py",
+    )
+
+
+def test_canary_asyncio_sleep_wakes_through_set_result_unless_cancelled() -> None:
+    # _loop.py, _WAKERS: the direct-wake path recognises asyncio.sleep's timer callback by
+    # identity.  If asyncio.sleep schedules something else, sleeps would lose the fast path
+    # and trace spans.
+    waker = getattr(asyncio.futures, "_set_result_unless_cancelled", None)
+    assert callable(waker), changed(
+        "asyncio.futures._set_result_unless_cancelled (gone)", "virtualtime/_loop.py (_WAKERS)"
+    )
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(asyncio.sleep(10))
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        scheduled = [h._callback for h in loop._scheduled]  # type: ignore[attr-defined]
+        task.cancel()
+        loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+    finally:
+        loop.close()
+    assert scheduled == [waker], changed(
+        f"the callback asyncio.sleep schedules (now {scheduled!r})",
+        "virtualtime/_loop.py (_WAKERS)",
+    )
+
+
+def test_canary_timerhandle_cancel_reports_to_timer_handle_cancelled() -> None:
+    # _loop.py, _timer_handle_cancelled: the loop counts cancelled timers through this hook.
+    source = inspect.getsource(asyncio.TimerHandle.cancel)
+    assert "_timer_handle_cancelled" in source, changed(
+        "TimerHandle.cancel (no longer calls loop._timer_handle_cancelled)",
+        "virtualtime/_loop.py (VirtualEventLoop._timer_handle_cancelled)",
+    )
+
+
+# ------------------------------------------------------------------ the stock loop's state
+
+
+LOOP_PRIVATE = (
+    "_ready",
+    "_stopping",
+    "_debug",
+    "_default_executor",
+    "_current_handle",
+    "_closed",
+    "_clock_resolution",
+    "_ssock",
+)
+LOOP_PRIVATE_METHODS = (
+    "_check_closed",
+    "_check_thread",
+    "_check_callback",
+    "_check_default_executor",
+    "_check_running",
+    "_process_events",
+    "_run_once",
+    "_timer_handle_cancelled",
+)
+
+
+@pytest.mark.parametrize("name", LOOP_PRIVATE)
+def test_canary_the_stock_loop_has_the_state_the_virtual_loop_reads(name: str) -> None:
+    # _loop.py, VirtualEventLoop (see its TYPE_CHECKING block and "asyncio-private" comments).
+    loop = asyncio.SelectorEventLoop()
+    try:
+        assert hasattr(loop, name), changed(
+            f"BaseEventLoop.{name} (gone)", "virtualtime/_loop.py (VirtualEventLoop)"
+        )
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("name", LOOP_PRIVATE_METHODS)
+def test_canary_the_stock_loop_has_the_methods_the_virtual_loop_calls(name: str) -> None:
+    assert callable(getattr(asyncio.base_events.BaseEventLoop, name, None)) or callable(
+        getattr(asyncio.SelectorEventLoop, name, None)
+    ), changed(f"BaseEventLoop.{name} (gone)", "virtualtime/_loop.py (VirtualEventLoop)")
+
+
+def test_canary_the_ready_queue_is_a_deque_of_handles() -> None:
+    # _loop.py, VirtualEventLoop._run_once: pops handles off _ready like the stock one.
+    loop = asyncio.SelectorEventLoop()
+    try:
+        loop.call_soon(print)
+        ready = loop._ready  # type: ignore[attr-defined]
+        kinds = [type(h) for h in ready]
+    finally:
+        loop.close()
+    assert kinds == [asyncio.Handle], changed(
+        f"BaseEventLoop._ready (now holds {kinds})", "virtualtime/_loop.py (_run_once)"
+    )
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Unix loops only")
+def test_canary_unix_loops_keep_signal_handlers_in_a_dict() -> None:
+    # _loop.py, VirtualEventLoop.__init__: signals arrive through the self-pipe.
+    loop = asyncio.SelectorEventLoop()
+    try:
+        handlers = getattr(loop, "_signal_handlers", None)
+    finally:
+        loop.close()
+    assert isinstance(handlers, dict), changed(
+        "_UnixSelectorEventLoop._signal_handlers", "virtualtime/_loop.py (VirtualEventLoop)"
+    )
+
+
+def test_canary_slow_callbacks_are_logged_through_base_events() -> None:
+    # _loop.py, _run_once's slow-callback report: base_events.logger and _format_handle.
+    assert hasattr(asyncio.base_events, "logger"), changed(
+        "asyncio.base_events.logger", "virtualtime/_loop.py (_run_once, slow callbacks)"
+    )
+    assert callable(getattr(asyncio.base_events, "_format_handle", None)), changed(
+        "asyncio.base_events._format_handle", "virtualtime/_loop.py (_run_once, slow callbacks)"
+    )
+
+
+def test_canary_get_running_loop_has_a_fast_private_twin() -> None:
+    # _loop.py, running_virtual_loop and VirtualEventLoop._vt_outside.
+    from asyncio import events
+
+    assert callable(getattr(events, "_get_running_loop", None)), changed(
+        "asyncio.events._get_running_loop", "virtualtime/_loop.py (running_virtual_loop)"
+    )
+
+
+def test_canary_a_task_blocked_on_a_future_names_it_in_fut_waiter() -> None:
+    # _loop.py, _describe_task: the deadlock report says what a task awaits.
+    async def main() -> object:
+        future = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(asyncio.wait_for(future, 10))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        waiter = getattr(task, "_fut_waiter", "missing")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return waiter
+
+    waiter = asyncio.run(main())
+    assert waiter != "missing", changed("Task._fut_waiter", "virtualtime/_loop.py (_describe_task)")
+
+
+# ------------------------------------------------------------------ threads and futures
+
+
+def test_canary_future_chaining_callbacks_have_these_names() -> None:
+    # _outside.py, completed_by / wrapped_into / _DELIVERIES: chained futures are recognised
+    # by the names of asyncio's chaining callbacks.
+    from virtualtime._outside import completed_by, wrapped_into
+
+    async def main() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        release = threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            job = pool.submit(release.wait, 5)
+            wrapped = asyncio.wrap_future(job)
+            into = wrapped_into(job, loop)
+            release.set()
+            await wrapped
+        gate = asyncio.Event()
+        waiting = asyncio.run_coroutine_threadsafe(gate.wait(), loop)
+        await asyncio.sleep(0)  # the loop runs the chaining callback ...
+        await asyncio.sleep(0)  # ... and starts the task
+        by = completed_by(waiting, loop)
+        gate.set()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return into, by
+
+    assert virtualtime.run(main()) == (True, True), changed(
+        "asyncio.futures._chain_future's callbacks (_call_set_state / _call_check_cancel)",
+        "virtualtime/_outside.py (completed_by, wrapped_into)",
+    )
+    chain: Any = asyncio.futures
+    assert "_set_state" in inspect.getsource(chain._chain_future), changed(
+        "asyncio.futures._chain_future (_set_state)", "virtualtime/_outside.py (_DELIVERIES)"
+    )
+
+
+def test_canary_concurrent_futures_keep_done_callbacks_in_a_list() -> None:
+    # _outside.py, _chain_callbacks.
+    future: concurrent.futures.Future[int] = concurrent.futures.Future()
+    future.add_done_callback(print)
+    assert getattr(future, "_done_callbacks", None) == [print], changed(
+        "concurrent.futures.Future._done_callbacks", "virtualtime/_outside.py (_chain_callbacks)"
+    )
+
+
+def test_canary_blocked_result_and_work_item_frames_are_where_the_model_looks() -> None:
+    # _outside.py, _blocked_on / _work_item_future: frames named "result" in
+    # concurrent/futures/_base.py and "run" in concurrent/futures/thread.py.
+    from virtualtime._outside import _FUTURES_BASE, _FUTURES_THREAD
+
+    base = concurrent.futures._base.Future.result.__code__
+    assert (base.co_name, base.co_filename.endswith(_FUTURES_BASE)) == ("result", True), changed(
+        "concurrent.futures Future.result's location", "virtualtime/_outside.py"
+    )
+    run = concurrent.futures.thread._WorkItem.run.__code__
+    assert (run.co_name, run.co_filename.endswith(_FUTURES_THREAD)) == ("run", True), changed(
+        "concurrent.futures.thread._WorkItem.run", "virtualtime/_outside.py (_work_item_future)"
+    )
+    assert "future" in inspect.getsource(concurrent.futures.thread._WorkItem.__init__), changed(
+        "_WorkItem.future", "virtualtime/_outside.py (_work_item_future)"
+    )
+
+
+def test_canary_threading_keeps_its_running_threads_in_a_table() -> None:
+    # _outside.py, _thread_table_size: threads are counted through threading._active.
+    from virtualtime._outside import _thread_table_size
+
+    limbo = len(threading._limbo)  # type: ignore[attr-defined]
+    assert _thread_table_size() == threading.active_count() - limbo, changed(
+        "threading._active", "virtualtime/_outside.py (_thread_table_size)"
+    )
+
+
+# ------------------------------------------------------------------ transports, subprocesses
+
+
+def test_canary_transports_tls_and_stream_readers_expose_what_the_model_reads() -> None:
+    # _outside.py: loop._transports, SSLProtocolState names, StreamReader._waiter.
+    states = {s.name for s in asyncio.sslproto.SSLProtocolState}
+    assert {"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"} <= states, changed(
+        f"asyncio.sslproto.SSLProtocolState (now {sorted(states)})",
+        "virtualtime/_outside.py (_PENDING_TLS)",
+    )
+    loop = virtualtime.new_event_loop()
+    try:
+        transports = loop._transports  # type: ignore[attr-defined]
+    finally:
+        loop.close()
+    assert hasattr(transports, "items"), changed(
+        "BaseSelectorEventLoop._transports", "virtualtime/_outside.py (sockets in flight)"
+    )
+    assert "self._waiter = None" in inspect.getsource(asyncio.StreamReader.__init__), changed(
+        "asyncio.StreamReader._waiter", "virtualtime/_outside.py (_child_awaited)"
+    )
+
+
+def test_canary_subprocess_transports_keep_exit_waiters() -> None:
+    # _outside.py, _child_awaited: proc.wait() futures live in _exit_waiters.
+    source = inspect.getsource(asyncio.base_subprocess.BaseSubprocessTransport)
+    assert "_exit_waiters" in source, changed(
+        "BaseSubprocessTransport._exit_waiters", "virtualtime/_outside.py (_child_awaited)"
+    )
+    assert "_drain_waiters" in inspect.getsource(asyncio.streams.FlowControlMixin), changed(
+        "FlowControlMixin._drain_waiters", "virtualtime/_outside.py (_child_awaited)"
+    )
+
+
+# ------------------------------------------------------------------ anyio worker threads
+
+
+def test_canary_anyio_worker_threads_have_the_attributes_the_model_reads() -> None:
+    # _outside.py, OutsideWork._other_worker_threads: anyio's to_thread workers are recognised
+    # by .idle_workers, .loop and .stopping, and deliver results through _report_result.
+    anyio = pytest.importorskip("anyio")
+    from anyio._backends import _asyncio as anyio_asyncio
+
+    seen: dict[str, Any] = {}
+
+    def in_worker() -> None:
+        thread = threading.current_thread()
+        seen["type"] = type(thread)
+        for name in ("idle_workers", "loop", "stopping"):
+            seen[name] = hasattr(thread, name)
+
+    async def main() -> None:
+        await anyio.to_thread.run_sync(in_worker)
+        seen["loop is ours"] = seen["type"] is anyio_asyncio.WorkerThread
+
+    anyio.run(main, backend="asyncio")
+    missing = [n for n in ("idle_workers", "loop", "stopping") if not seen.get(n)]
+    assert not missing, changed(
+        f"anyio's WorkerThread attributes (missing {missing})",
+        "virtualtime/_outside.py (OutsideWork._other_worker_threads)",
+    )
+    assert seen["loop is ours"], changed(
+        "anyio._backends._asyncio.WorkerThread", "virtualtime/_outside.py (_ANYIO_ASYNCIO)"
+    )
+    assert callable(getattr(anyio_asyncio.WorkerThread, "_report_result", None)), changed(
+        "anyio WorkerThread._report_result", "virtualtime/_outside.py (_DELIVERIES)"
+    )

@@ -1,0 +1,393 @@
+"""The options catalogue: every option of a virtual loop or clock, named and checked once.
+
+:class:`LoopOptions` is the one place that says which options exist, what each defaults to,
+which of them trio's clock shares, and what a good value is.  Every entry point builds one
+and passes it on -- :class:`~virtualtime.VirtualEventLoop`, :class:`virtualtime.trio.
+VirtualClock`, :func:`virtualtime.new_event_loop`, :func:`virtualtime.run`,
+:func:`virtualtime.anyio_run`, :func:`virtualtime.trio.run`, the event-loop policy, the pytest
+marker and ``virtualtime run`` -- so all of them accept the same names and refuse the same
+values with the same message, before anything is created.
+
+:func:`configure` is the seam for code that must change the loops and clocks *other* code
+creates (the ``virtualtime run`` command, a tracer, a progress display): inside ``with
+virtualtime.configure(start=1000, on_create=seen.append):`` every virtual loop and clock
+made in that context gets those options and is reported to the callback.  No constructor is
+patched for it; the constructors read it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import datetime
+import difflib
+import math
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, Literal, TypedDict
+
+from ._errors import InvalidTypeError, InvalidValueError
+from ._time import TICKS_PER_SECOND, check_bool, check_delay, check_rate
+from ._timers import NEVER
+
+__all__ = [
+    "ASYNCIO_ONLY",
+    "OPTION_NAMES",
+    "TRIO_OPTION_NAMES",
+    "ClockKwargs",
+    "LoopKwargs",
+    "LoopOptions",
+    "check_option",
+    "configure",
+]
+
+Backend = Literal["asyncio", "trio"]
+
+_HORIZON: Final = NEVER / TICKS_PER_SECOND
+"""The horizon of virtual time in seconds (2**125 ns); ``start`` must lie before it."""
+
+_ASYNCIO_ONLY: Final = {"asyncio_only": True}
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopOptions:
+    """The options of a virtual loop (all nine) or a trio clock (the seven it shares).
+
+    Use it to check options long before anything is created (a config file, a command
+    line), or to build them once and pass them on to many loops or clocks --
+    ``virtualtime.new_event_loop(options)``, ``virtualtime.trio.VirtualClock(options)``.
+    Everyday code just passes keywords, which are checked by this same class.
+
+    Build one with :meth:`of` (checks names and values) or ``LoopOptions(...).validate()``;
+    the meaning of each option is documented on :class:`~virtualtime.VirtualEventLoop`.  A
+    validated instance holds normalised values: floats for times, ``None`` for "keep no
+    history", and a POSIX timestamp (or ``None``: "the real time at creation") for
+    ``wall_start``.
+    """
+
+    start: float = 0.0
+    autojump: bool = True
+    autojump_threshold: float = 0.0
+    rate: float = 0.0
+    history: int | None = dataclasses.field(default=None, metadata=_ASYNCIO_ONLY)
+    deadlock_timeout: float = 0.25
+    max_rounds_per_instant: int = dataclasses.field(default=1_000_000, metadata=_ASYNCIO_ONLY)
+    patch_time: bool = False
+    wall_start: float | datetime.datetime | None = None
+
+    @classmethod
+    def of(cls, options: Mapping[str, object], *, backend: Backend = "asyncio") -> LoopOptions:
+        """Check the names (for ``backend``) and the values of ``options``; the result.
+
+        Raises :class:`~virtualtime.InvalidTypeError` (a ``TypeError``) for an unknown name
+        or one the backend does not have, and the option's own error for a bad value.
+        """
+        check_names(options, backend)
+        if not options:
+            return _DEFAULT_OPTIONS  # every default is valid: nothing to check
+        values = dict(_DEFAULTS)
+        for name, value in options.items():
+            values[name] = _CHECKS[name](value)
+        return cls(**values)
+
+    def validate(self) -> LoopOptions:
+        """Check every value; return a copy with the values normalised (see the class)."""
+        values = {name: _CHECKS[name](getattr(self, name)) for name in OPTION_NAMES}
+        return LoopOptions(**values)
+
+    def replace(self, **changes: Any) -> LoopOptions:
+        """A validated copy with ``changes`` (checked like :meth:`of`)."""
+        check_names(changes, "asyncio")
+        return dataclasses.replace(self, **changes).validate()
+
+    def given(self) -> dict[str, Any]:
+        """The options that differ from their defaults, by name."""
+        return {name: value for name, value in self.items() if value != _DEFAULTS[name]}
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        """``(name, value)`` of every option, in catalogue order."""
+        for name in OPTION_NAMES:
+            yield name, getattr(self, name)
+
+    def for_trio(self) -> LoopOptions:
+        """These options for trio's clock: an asyncio-only option that is set is an error."""
+        set_here = [name for name in ASYNCIO_ONLY if getattr(self, name) != _DEFAULTS[name]]
+        if set_here:
+            raise InvalidTypeError(_asyncio_only_message(set_here))
+        return self
+
+
+OPTION_NAMES: Final = tuple(field.name for field in dataclasses.fields(LoopOptions))
+"""Every option of :class:`~virtualtime.VirtualEventLoop`, in catalogue order."""
+
+ASYNCIO_ONLY: Final = tuple(
+    field.name for field in dataclasses.fields(LoopOptions) if field.metadata.get("asyncio_only")
+)
+"""The options only the asyncio loop has: they describe its timer heap, which trio lacks."""
+
+TRIO_OPTION_NAMES: Final = tuple(name for name in OPTION_NAMES if name not in ASYNCIO_ONLY)
+"""The options :class:`virtualtime.trio.VirtualClock` shares with the loop, same meaning."""
+
+_DEFAULTS: Final[Mapping[str, Any]] = {
+    field.name: field.default for field in dataclasses.fields(LoopOptions)
+}
+
+
+class ClockKwargs(TypedDict, total=False):
+    """The keyword options of a trio ``VirtualClock`` (for type checkers)."""
+
+    start: float
+    autojump: bool
+    autojump_threshold: float
+    rate: float
+    deadlock_timeout: float
+    patch_time: bool
+    wall_start: float | datetime.datetime | None
+
+
+class LoopKwargs(ClockKwargs, total=False):
+    """The keyword options of a ``VirtualEventLoop`` (for type checkers)."""
+
+    history: int | None
+    max_rounds_per_instant: int
+
+
+# ---------------------------------------------------------------------- the checks
+
+
+def check_names(options: Mapping[str, object], backend: Backend) -> None:
+    """Refuse unknown option names (and, on trio, the asyncio-only ones), naming them."""
+    accepted = OPTION_NAMES if backend == "asyncio" else TRIO_OPTION_NAMES
+    wrong = [name for name in options if name not in accepted]
+    if not wrong:
+        return
+    asyncio_only = [name for name in wrong if name in ASYNCIO_ONLY]
+    if asyncio_only and backend == "trio":
+        raise InvalidTypeError(_asyncio_only_message(asyncio_only))
+    hints = []
+    for name in wrong:
+        close = difflib.get_close_matches(str(name), accepted, n=1)
+        hints.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    raise InvalidTypeError(
+        f"unknown option{'s' if len(wrong) > 1 else ''} {', '.join(hints)}; the options "
+        f"{'of the asyncio loop' if backend == 'asyncio' else 'of the trio clock'} are "
+        f"{', '.join(accepted)}"
+    )
+
+
+def _asyncio_only_message(names: list[str]) -> str:
+    return (
+        f"option{'s' if len(names) > 1 else ''} {', '.join(names)} exist"
+        f"{'' if len(names) > 1 else 's'} only on the asyncio loop; trio's clock accepts "
+        f"{', '.join(TRIO_OPTION_NAMES)}"
+    )
+
+
+def _short(value: object) -> str:
+    """``repr(value)``, cut short: a 400-digit int is named, not printed."""
+    text = repr(value)
+    if len(text) <= 60:
+        return text
+    if isinstance(value, int):
+        return f"an int of {len(str(abs(value)))} digits"
+    return text[:57] + "..."
+
+
+def _check_start(value: object) -> float:
+    start = check_delay("start", value)
+    if start >= _HORIZON:
+        raise InvalidValueError(
+            f"start must be before the horizon of virtual time ({_HORIZON:.4g} s), "
+            f"got {_short(value)}"
+        )
+    return start
+
+
+def _check_history(history: object) -> int | None:
+    if history is None:
+        return None
+    if isinstance(history, bool) or not isinstance(history, int):
+        raise InvalidTypeError(
+            f"history must be None or an int (how many records to keep), got {history!r}"
+        )
+    if history < 0:
+        raise InvalidValueError(f"history must be >= 0 (0 or None keeps none), got {history!r}")
+    if history > sys.maxsize:
+        raise InvalidValueError(
+            f"history must be at most sys.maxsize ({sys.maxsize}), got {_short(history)}"
+        )
+    return history or None
+
+
+def _check_deadlock_timeout(value: object) -> float:
+    # math.inf: never declare a deadlock (a server waiting for clients from outside).
+    if isinstance(value, float) and value == math.inf:
+        return math.inf
+    return check_delay("deadlock_timeout", value)
+
+
+def _check_max_rounds(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"max_rounds_per_instant must be an int, got {value!r}")
+    if value < 1:
+        raise InvalidValueError(f"max_rounds_per_instant must be >= 1, got {value!r}")
+    return value
+
+
+def _check_wall_start(value: object) -> float | None:
+    if value is None:
+        return None  # "the real time when the loop or clock is created"
+    from ._patch import check_wall_start  # lazily: _patch imports the loop
+
+    return check_wall_start(value)
+
+
+_CHECKS: Final[Mapping[str, Callable[[object], Any]]] = {
+    "start": _check_start,
+    "autojump": lambda value: check_bool("autojump", value),
+    "autojump_threshold": lambda value: check_delay("autojump_threshold", value),
+    "rate": lambda value: check_rate("rate", value),
+    "history": _check_history,
+    "deadlock_timeout": _check_deadlock_timeout,
+    "max_rounds_per_instant": _check_max_rounds,
+    "patch_time": lambda value: check_bool("patch_time", value),
+    "wall_start": _check_wall_start,
+}
+assert tuple(_CHECKS) == OPTION_NAMES
+
+_DEFAULT_OPTIONS: Final = LoopOptions()
+"""The defaults, already valid (what a loop made without options uses)."""
+
+
+def check_option(name: str, value: object) -> Any:
+    """One option's value, normalised, or its error (for the settable options' setters)."""
+    return _CHECKS[name](value)
+
+
+def from_call(
+    options: object, kwargs: Mapping[str, object], who: str, backend: Backend = "asyncio"
+) -> LoopOptions:
+    """The validated options of a constructor called with a :class:`LoopOptions` or keywords."""
+    if options is None:
+        return LoopOptions.of(kwargs, backend=backend)
+    if not isinstance(options, LoopOptions):
+        raise InvalidTypeError(
+            f"{who}() takes its options as keywords or one LoopOptions, got {options!r}"
+        )
+    if kwargs:
+        raise InvalidTypeError(
+            f"{who}() takes a LoopOptions or keyword options, not both (got {', '.join(kwargs)})"
+        )
+    checked = options.validate()
+    return checked.for_trio() if backend == "trio" else checked
+
+
+# ---------------------------------------------------------------- the context seam
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layer:
+    options: Mapping[str, Any]
+    on_create: Callable[[Any], object] | None
+    on_close: Callable[[Any], object] | None
+
+
+_CONTEXT: Final = contextvars.ContextVar[tuple[_Layer, ...]]("virtualtime_configure", default=())
+_EVERY_THREAD: list[_Layer] = []
+"""Layers from ``configure(..., all_threads=True)``: seen by every thread, any context."""
+
+
+def _layers() -> tuple[_Layer, ...]:
+    context = _CONTEXT.get()
+    return (*_EVERY_THREAD, *context) if _EVERY_THREAD else context
+
+
+def configured(
+    options: LoopOptions, *, trio: bool = False
+) -> tuple[LoopOptions, tuple[_Layer, ...]]:
+    """``options`` with every active :func:`configure` layer on top; and those layers.
+
+    The constructors of the loop and the trio clock call this; nothing else needs to.
+    """
+    layers = _layers()
+    if not layers:
+        return options, ()
+    values = dict(options.items())
+    for layer in layers:
+        for name, value in layer.options.items():
+            if trio and name in ASYNCIO_ONLY:
+                continue
+            if name == "history":
+                own = values["history"]
+                value = max(own or 0, value or 0) or None
+            values[name] = value
+    return LoopOptions(**values), layers
+
+
+def created(obj: object, layers: tuple[_Layer, ...]) -> None:
+    """Tell every layer's ``on_create`` about a new loop or clock (outermost first)."""
+    for layer in layers:
+        if layer.on_create is not None:
+            layer.on_create(obj)
+
+
+def closed(obj: object, layers: tuple[_Layer, ...]) -> None:
+    """Tell every layer's ``on_close`` that a loop closed or a trio run ended."""
+    for layer in layers:
+        if layer.on_close is not None:
+            layer.on_close(obj)
+
+
+@contextlib.contextmanager
+def configure(
+    *,
+    on_create: Callable[[Any], object] | None = None,
+    on_close: Callable[[Any], object] | None = None,
+    all_threads: bool = False,
+    **options: Any,
+) -> Iterator[LoopOptions]:
+    """Set the options of every virtual loop and clock created in this context.
+
+    Use it to change loops and clocks that *other* code creates -- a program you run, a
+    library's own ``virtualtime.run`` -- without touching that code::
+
+        with virtualtime.configure(start=3600, patch_time=True, on_create=print):
+            asyncio.run(main(), loop_factory=virtualtime.new_event_loop)
+
+    ``options`` are the loop options (checked at once, like everywhere else); they win over
+    what a constructor was given, except ``history``, where the larger count wins so that a
+    tracer never shrinks what the code keeps.  A trio clock takes the options it has and
+    ignores ``history`` and ``max_rounds_per_instant``.  ``on_create(obj)`` is called with
+    each new :class:`~virtualtime.VirtualEventLoop` or :class:`virtualtime.trio.VirtualClock`
+    once it is built; ``on_close(obj)`` when such a loop closes, or when a trio run on such a
+    clock ends.  Contexts nest: inner options go on top, and every level's callbacks run.
+
+    "This context" is a :mod:`contextvars` context: the current thread, and tasks and
+    ``asyncio.to_thread`` calls started from it -- not threads started with
+    ``threading.Thread``.  ``all_threads=True`` reaches every thread while the block runs.
+    It yields the validated options.
+    """
+    check_bool("all_threads", all_threads)
+    checked = LoopOptions.of(options)
+    given = {name: getattr(checked, name) for name in options}
+    layer = _Layer(given, on_create, on_close)
+    if all_threads:
+        _EVERY_THREAD.append(layer)
+        try:
+            yield checked
+        finally:
+            _EVERY_THREAD.remove(layer)
+        return
+    token = _CONTEXT.set((*_CONTEXT.get(), layer))
+    try:
+        yield checked
+    finally:
+        _CONTEXT.reset(token)
+
+
+def wall_epoch(options: LoopOptions) -> float:
+    """The wall-clock epoch (POSIX timestamp) of ``options.start``: ``wall_start``, else now."""
+    from ._patch import check_wall_start  # lazily: _patch imports the loop
+
+    return check_wall_start(options.wall_start)

@@ -1,0 +1,93 @@
+"""The ``virtualtime`` command: run an unmodified async program in virtual time.
+
+``virtualtime run script.py`` runs ``script.py`` as ``python script.py`` would, except that
+every ``asyncio.run``, ``asyncio.Runner``, ``anyio.run`` and ``trio.run`` inside it runs in
+virtual time: a program that sleeps for a day finishes in a fraction of a second, and prints
+the same thing every time.  ``virtualtime plot`` draws the trace a run leaves behind.
+
+The parts: :mod:`virtualtime.cli._args` (the arguments, their parsers, the exit statuses),
+:mod:`virtualtime.cli._session` (a run: the seams it sets and what it counts) and
+:mod:`virtualtime.cli._progress` (the progress bar).  :func:`main` is the console script.
+"""
+
+import argparse as _argparse
+import os as _os
+import sys as _sys
+from pathlib import Path as _Path
+
+from . import _args
+from ._args import EXIT_DEADLOCK as EXIT_DEADLOCK
+from ._args import EXIT_ERROR as EXIT_ERROR
+from ._args import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from ._args import EXIT_OK as EXIT_OK
+from ._args import EXIT_UNTIL as EXIT_UNTIL
+from ._args import EXIT_USAGE as EXIT_USAGE
+
+__all__: tuple[str, ...] = (
+    "EXIT_DEADLOCK",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_UNTIL",
+    "EXIT_USAGE",
+    "main",
+)
+
+
+def _command_plot(args: _argparse.Namespace) -> int:
+    from .._trace import NoSuchRows, plot_trace
+
+    if not _os.path.isfile(args.trace):
+        _args.error(f"plot: no trace file {_os.path.abspath(args.trace)!r}")
+        return EXIT_USAGE
+    output = args.output or str(_Path(args.trace).with_suffix(".png"))
+    try:
+        rows = plot_trace(
+            args.trace,
+            output,
+            size=args.size,
+            title=args.title,
+            max_rows=args.max_rows,
+            rows=args.rows,
+        )
+    except ImportError as exc:
+        _args.error(str(exc))
+        return EXIT_ERROR
+    except NoSuchRows as exc:  # nothing is written: a bad --rows is a bad command line
+        _args.error(f"plot: --{exc}")
+        return EXIT_USAGE
+    except (ValueError, OSError) as exc:
+        _args.error(f"plot: {exc}")
+        return EXIT_ERROR
+    print(f"virtualtime: wrote {output} ({rows} row{'s' if rows != 1 else ''})", file=_sys.stderr)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``virtualtime`` command; returns the exit status (``python -m virtualtime``, too)."""
+    if argv is None:
+        argv = _sys.argv[1:]
+    parser = _args.build_parser()
+    commands = ("run", "plot", *_args.SUBCOMMANDS)
+    if argv and argv[0] not in commands and not argv[0].startswith("-"):
+        hint = f" (did you mean: virtualtime run {argv[0]}?)" if argv[0].endswith(".py") else ""
+        _args.error(f"unknown command {argv[0]!r}; commands are {', '.join(commands)}{hint}")
+        return EXIT_USAGE
+    script_args: list[str] = []
+    if argv and argv[0] == "run":
+        ours, script_args = _args.split_run(argv[1:])
+        argv = ["run", *ours]
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return _args.exit_code(exit_.code)
+    if args.command is None:
+        parser.print_help(_sys.stderr)
+        return EXIT_USAGE
+    if args.command == "plot":
+        return _command_plot(args)
+    if args.command in _args.HANDLERS:
+        return _args.HANDLERS[args.command](args)
+    from ._session import command_run
+
+    return command_run(args, script_args)

@@ -1,0 +1,812 @@
+"""The run session of ``virtualtime run``: the seams it sets, and what it counts.
+
+How a script is made virtual without touching it (and without a policy)
+-----------------------------------------------------------------------
+Two seams, both undone when the run ends:
+
+* :func:`virtualtime.configure` -- the engine's public seam for "options of the loops and
+  clocks created in this context".  Every :class:`~virtualtime.VirtualEventLoop` and
+  :class:`virtualtime.trio.VirtualClock` made during the run -- by the entry points below, or
+  by the script itself (``virtualtime.run(main())``, ``virtualtime.trio.run``,
+  ``EventLoopPolicy``) -- gets ``--start``, ``--rate``, ``--patch-time``, ``--wall-start`` and
+  the history ``--trace`` needs on top of its own, and is reported to the session (counted in
+  the summary, traced, stopped by ``--until``); a closing loop (or an ending trio run) hands
+  its numbers over and is forgotten, so a script that runs ``asyncio.run`` thousands of times
+  costs per run what it costs without the command.  The engine is not patched.
+* The stdlib entry points through which a script creates a loop, replaced on the classes and
+  modules themselves (so ``from asyncio import run`` sees them too):
+
+  - ``asyncio.Runner.__init__``: a runner created without ``loop_factory`` gets the virtual
+    loop factory.  ``asyncio.run`` (3.11+) and anyio's asyncio backend both go through
+    ``asyncio.Runner``, so this one seam covers them.  A runner given a ``loop_factory``
+    keeps it when the factory makes a virtual loop; any other loop (uvloop, a stock loop) is
+    closed and replaced by a virtual one, with a note on stderr.
+  - ``asyncio.Runner.run``: so that ``--until`` can end the run with its own status.
+  - ``asyncio.new_event_loop``: for older code that builds its loop by hand.
+  - ``asyncio.get_event_loop`` on Python 3.11--3.13, through the default policy class's
+    ``new_event_loop`` method (the classic ``loop = asyncio.get_event_loop();
+    loop.run_until_complete(main())`` creates its loop there).  No policy is installed, and
+    asyncio's own DeprecationWarning on 3.12--3.13 is left as it is.  From 3.14 on asyncio
+    raises ``RuntimeError`` there instead of creating a loop, and so it does here.
+  - ``trio.run``: a run without a ``clock`` gets a :class:`virtualtime.trio.VirtualClock`
+    and the deadlock report of :func:`virtualtime.trio.run` (anyio's trio backend calls
+    ``trio.run`` too).  trio is never imported on the script's behalf: if it is not imported
+    yet, a one-module import finder patches ``trio.run`` the moment the script imports trio.
+
+Only the main thread's loops are made virtual.  A helper thread that runs its own
+``asyncio.run`` (a background client, a rate limiter's refill thread) gets the stock loop, in
+real time, as it would without the command; a virtual loop a thread asks for explicitly
+(``virtualtime.run``) stays virtual but keeps its own options and is not counted (configure()
+holds for the main thread's context, which ``threading.Thread`` does not inherit).
+``--all-threads`` makes every thread's loops virtual (each one on its own clock), configured
+and counted.  Nothing here installs or asks for an event-loop policy, so the command adds no
+deprecation warning on Python 3.11 to 3.15.
+
+``--until T`` schedules one extra timer at ``T`` on each loop (after every other timer due at
+``T``): it cancels every task, as ``asyncio.run`` does on the way out, and the command then
+exits with status 3 instead of letting the script continue after the interrupted run.  On trio
+the main function runs inside ``trio.move_on_at(T)``.  A program that deadlocks before ``T``
+is therefore stopped at ``T`` rather than reported as deadlocked; the message says so when
+nothing was left scheduled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import functools
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import math
+import os
+import random
+import runpy
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import IO, Any, Final, TextIO
+
+from .._control import settle
+from .._errors import DeadlockError
+from .._loop import VirtualEventLoop
+from .._options import configure
+from .._units import format_duration
+from ._args import (
+    EXIT_DEADLOCK,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNTIL,
+    EXIT_USAGE,
+    exit_code,
+)
+from ._args import error as _error
+from ._progress import Progress
+
+__all__ = ["Clock", "Options", "Session", "Stop", "UntilReached", "command_run"]
+
+_UNTIL_PRIORITY: Final = 1 << 62
+"""The ``--until`` timer runs after every other timer due at the same instant."""
+
+
+class UntilReached(BaseException):
+    """Raised through the script when ``--until`` stops a run (not an ``Exception``, so a
+    script's ``except Exception`` does not swallow it)."""
+
+
+@dataclass
+class Stop:
+    """What the ``--until`` timer found when it fired on one loop."""
+
+    at: float
+    cancelled: int
+    idle: bool
+
+
+@dataclass
+class Clock:
+    """One virtual clock the script ran on: a loop or a trio clock."""
+
+    key: object
+    label: str
+    start: float
+    now: Callable[[], float]
+    timers: Callable[[], int] | None = None
+    jumps: Callable[[], int] | None = None
+
+
+@dataclass
+class Options:
+    """The command line's choices; ``None`` means "not given": the script's own choice stands."""
+
+    until: float | None = None
+    start: float | None = None
+    rate: float | None = None
+    history: int | None = None
+    patch_time: bool = False
+    wall_start: datetime.datetime | None = None
+    quiet: bool = False
+    all_threads: bool = False
+
+    def loop_options(self) -> dict[str, Any]:
+        """The loop options the command line sets, for :func:`virtualtime.configure`."""
+        given: dict[str, Any] = {}
+        if self.start is not None:
+            given["start"] = self.start
+        if self.rate is not None:
+            given["rate"] = self.rate
+        if self.patch_time:
+            given["patch_time"] = True
+        if self.wall_start is not None:
+            given["wall_start"] = self.wall_start
+        if self.history:
+            given["history"] = self.history  # configure() keeps the larger of two histories
+        return given
+
+
+@dataclass
+class Session:
+    """The patches for one ``virtualtime run``, and what they saw.
+
+    Nothing is kept per closed loop (or finished trio run): while a clock runs it is in
+    :attr:`clocks`; when its loop closes (or its trio run returns) its numbers are added to
+    the totals, its trace is handed to the recorder, and it is dropped.  So a script that calls
+    ``asyncio.run`` a million times costs the same per call as without the command.
+    """
+
+    options: Options
+    notes: TextIO
+    recorder: Any = None
+    clocks: dict[int, Clock] = field(default_factory=dict)
+    """The live clocks (loops not closed yet, trio runs under way), by ``id`` of the key."""
+    stops: dict[int, Stop] = field(default_factory=dict)
+    first_stop: Stop | None = None
+    seen: int = 0
+    """How many clocks were ever adopted (also numbers their labels)."""
+    runs: int = 0
+    total_elapsed: float = 0.0
+    total_timers: int | None = None
+    total_jumps: int | None = None
+    latest: Clock | None = None
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+    _trio_depth: int = 0
+
+    # ---- which threads
+
+    def virtual_here(self) -> bool:
+        """Whether loops made in the current thread are made virtual (see ``--all-threads``)."""
+        return self.options.all_threads or threading.current_thread() is threading.main_thread()
+
+    # ---- loops
+
+    def new_loop(self) -> VirtualEventLoop:
+        """The virtual loop factory the patched entry points use.
+
+        Inside :meth:`installed`, :func:`virtualtime.configure` gives every new virtual loop
+        the command line's options and reports it to :meth:`created` -- in the main thread's
+        context, and with ``--all-threads`` in every thread -- so this only builds one.
+        """
+        return VirtualEventLoop()
+
+    def created(self, obj: object) -> None:
+        """:func:`virtualtime.configure`'s ``on_create``: count a new loop or clock."""
+        if isinstance(obj, VirtualEventLoop):
+            self.adopt(obj)
+        else:
+            self.adopt_clock(obj)
+
+    def closed(self, obj: object) -> None:
+        """:func:`virtualtime.configure`'s ``on_close``: a loop closed, or a trio run ended."""
+        self.retire(obj)
+
+    def _add(self, clock: Clock) -> None:
+        self.seen += 1
+        self.clocks[id(clock.key)] = clock
+        self.latest = clock
+
+    def adopt(self, loop: VirtualEventLoop) -> VirtualEventLoop:
+        """Count ``loop`` in the summary and trace; arm ``--until`` on it."""
+        if id(loop) in self.clocks:
+            return loop
+        stops = self.stops
+        self._add(
+            Clock(
+                loop,
+                f"asyncio loop {self.seen + 1}",
+                loop.start_time,
+                loop.time,
+                timers=lambda: loop.timers_fired - (1 if id(loop) in stops else 0),
+            )
+        )
+        until = self.options.until
+        if until is not None:
+
+            def stop() -> None:
+                loop.create_task(self._stop(loop), name="virtualtime --until")
+
+            stop.__qualname__ = "virtualtime --until"
+            loop.call_at(until, stop, priority=_UNTIL_PRIORITY)
+        return loop
+
+    def retire(self, key: object) -> None:
+        """``key``'s loop closed (or trio run ended): keep its numbers, drop the clock."""
+        clock = self.clocks.pop(id(key), None)
+        if clock is None:
+            return
+        now = clock.now()
+        timers = clock.timers() if clock.timers is not None else None
+        jumps = clock.jumps() if clock.jumps is not None else None
+        if now != clock.start or timers or jumps:
+            self.runs += 1
+            self.total_elapsed += max(now - clock.start, 0.0)
+            if self.recorder is not None:
+                history: Sequence[Any] = ()
+                dropped = 0
+                if isinstance(key, VirtualEventLoop):
+                    history = key.history
+                    dropped = max(key.timers_fired - len(history), 0)
+                self.recorder.add_run(key, clock.label, history, dropped)
+                self.recorder.forget(key)
+        if timers is not None:
+            self.total_timers = (self.total_timers or 0) + timers
+        if jumps is not None:
+            self.total_jumps = (self.total_jumps or 0) + jumps
+        self.stops.pop(id(key), None)
+        if self.latest is clock:
+            self.latest = Clock(None, clock.label, clock.start, lambda: now)
+
+    def retire_all(self) -> None:
+        """The run is over: account for the clocks still live (loops never closed)."""
+        for clock in list(self.clocks.values()):
+            self.retire(clock.key)
+
+    async def _stop(self, loop: VirtualEventLoop) -> None:
+        # Let everything due at the --until instant run and settle first (like run_until),
+        # then cancel what is left, as asyncio.run does on its way out.
+        await settle()
+        me = asyncio.current_task()
+        tasks = [task for task in asyncio.all_tasks(loop) if task is not me and not task.done()]
+        stop = self.stops[id(loop)] = Stop(loop.time(), len(tasks), loop.peek() == math.inf)
+        self.first_stop = self.first_stop or stop
+        for task in tasks:
+            task.cancel(msg=f"virtualtime run --until: stopped at t={loop.time()!r}")
+
+    def factory_for(
+        self, user_factory: Callable[[], asyncio.AbstractEventLoop] | None
+    ) -> Callable[[], asyncio.AbstractEventLoop] | None:
+        if not self.virtual_here():
+            return user_factory  # another thread's loop: left as the script made it
+        if user_factory is None:
+            return self.new_loop
+
+        def factory() -> asyncio.AbstractEventLoop:
+            loop = user_factory()
+            if isinstance(loop, VirtualEventLoop):
+                return loop
+            loop.close()
+            name = getattr(user_factory, "__qualname__", None) or repr(user_factory)
+            self.note(f"replaced the loop from loop_factory={name} with a virtual loop")
+            return self.new_loop()
+
+        return factory
+
+    def check_until(self, loop: asyncio.AbstractEventLoop) -> None:
+        stop = self.stops.get(id(loop))
+        if stop is not None:
+            raise UntilReached(stop)
+
+    # ---- trio
+
+    def adopt_clock(self, clock: Any) -> None:
+        if id(clock) in self.clocks:
+            return
+        label = f"trio run {self.seen + 1}"
+        now = clock.current_time
+        self._add(Clock(clock, label, now(), now, jumps=lambda: int(clock.jumps)))
+
+    def trio_run(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        @functools.wraps(original)
+        def run(async_fn: Callable[..., Any], *args: Any, clock: Any = None, **kwargs: Any) -> Any:
+            if session._trio_depth or not session.virtual_here():
+                return original(async_fn, *args, clock=clock, **kwargs)
+            from ..trio import VirtualClock
+            from ..trio import run as virtual_run
+
+            if clock is not None and not isinstance(clock, VirtualClock):
+                # The script chose its own clock (a MockClock, say): keep it.
+                return original(async_fn, *args, clock=clock, **kwargs)
+            # A run without a clock gets one, and virtualtime.trio.run's deadlock report
+            # (unless trio.run has options that one does not take); a run with a virtual
+            # clock of its own (virtualtime.trio.run, say) is already set up: keep it so.
+            guard = clock is None and not kwargs
+            if clock is None:
+                clock = VirtualClock()  # configure() adds the command line's options
+            session.adopt_clock(clock)
+            main = session._trio_until(async_fn)
+            session._trio_depth += 1
+            try:
+                if guard:
+                    return virtual_run(main, *args, clock=clock)
+                return original(main, *args, clock=clock, **kwargs)
+            finally:
+                session._trio_depth -= 1
+                session.retire(clock)  # the run is over: keep its numbers, not its clock
+
+        return run
+
+    def _trio_until(self, async_fn: Callable[..., Any]) -> Callable[..., Any]:
+        until = self.options.until
+        if until is None:
+            return async_fn
+        import trio
+
+        session = self
+
+        async def main(*args: Any) -> Any:
+            with trio.move_on_at(until) as scope:
+                return await async_fn(*args)
+            if scope.cancelled_caught:
+                stop = Stop(trio.current_time(), 0, False)
+                session.first_stop = session.first_stop or stop
+                raise UntilReached(stop)
+            return None  # pragma: no cover - the scope only cancels at the deadline
+
+        main.__qualname__ = getattr(async_fn, "__qualname__", main.__qualname__)
+        main.__name__ = getattr(async_fn, "__name__", main.__name__)
+        return main
+
+    # ---- notes and results
+
+    def note(self, message: str) -> None:
+        if not self.options.quiet:
+            print(f"virtualtime: {message}", file=self.notes, flush=True)
+
+    def current_time(self) -> float | None:
+        """The time of the clock adopted last (live or not), or None before any."""
+        return None if self.latest is None else self.latest.now()
+
+    def elapsed(self) -> float:
+        return self.total_elapsed + sum(
+            max(clock.now() - clock.start, 0.0) for clock in self.clocks.values()
+        )
+
+    def timers(self) -> int | None:
+        counts = [clock.timers() for clock in self.clocks.values() if clock.timers is not None]
+        if self.total_timers is None and not counts:
+            return None
+        return (self.total_timers or 0) + sum(counts)
+
+    def jumps(self) -> int | None:
+        counts = [clock.jumps() for clock in self.clocks.values() if clock.jumps is not None]
+        if self.total_jumps is None and not counts:
+            return None
+        return (self.total_jumps or 0) + sum(counts)
+
+    # ---- patching
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """The run's seams: :func:`virtualtime.configure`, and the stdlib entry points."""
+        with configure(
+            on_create=self.created,
+            on_close=self.closed,
+            all_threads=self.options.all_threads,
+            **self.options.loop_options(),
+        ):
+            try:
+                self._install()
+                yield
+            finally:
+                while self._undo:
+                    self._undo.pop()()
+
+    def _replace(self, owner: object, name: str, value: object) -> None:
+        had = name in vars(owner)
+        previous = vars(owner).get(name)
+
+        def undo() -> None:
+            if had:
+                setattr(owner, name, previous)
+            else:
+                delattr(owner, name)
+
+        setattr(owner, name, value)
+        self._undo.append(undo)
+
+    def _install(self) -> None:
+        """Replace the entry points through which a script creates a loop (stdlib and trio).
+
+        The engine itself is not patched: the loops and clocks these create -- and the ones
+        the script creates itself -- get the command line's options from configure().
+        """
+        session = self
+        runner_init = asyncio.Runner.__init__
+        runner_run = asyncio.Runner.run
+
+        @functools.wraps(runner_init)
+        def init(
+            runner: asyncio.Runner, *args: Any, loop_factory: Any = None, **kwargs: Any
+        ) -> None:
+            runner_init(runner, *args, loop_factory=session.factory_for(loop_factory), **kwargs)
+
+        @functools.wraps(runner_run)
+        def run(runner: asyncio.Runner, coro: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                result = runner_run(runner, coro, *args, **kwargs)
+            except asyncio.CancelledError:
+                session.check_until(runner.get_loop())
+                raise
+            session.check_until(runner.get_loop())
+            return result
+
+        self._replace(asyncio.Runner, "__init__", init)
+        self._replace(asyncio.Runner, "run", run)
+
+        stock_new_event_loop = asyncio.new_event_loop
+
+        def new_event_loop() -> asyncio.AbstractEventLoop:
+            if not session.virtual_here():
+                return stock_new_event_loop()
+            return session.new_loop()
+
+        new_event_loop.__doc__ = "A new virtual event loop (patched by `virtualtime run`)."
+        self._replace(asyncio, "new_event_loop", new_event_loop)
+        self._replace(asyncio.events, "new_event_loop", new_event_loop)
+        if sys.version_info < (3, 14):
+            self._patch_default_policy()
+
+        # trio.run is patched now if the script's process has imported trio already, else
+        # the moment the script imports it: trio is never imported on the script's behalf
+        # (importing it costs a quarter of a second, which an asyncio script should not pay).
+        module = sys.modules.get("trio")
+        if module is not None:
+            self._patch_trio(module)
+        else:
+            hook = _OnImport("trio", self._patch_trio)
+            sys.meta_path.insert(0, hook)
+            self._undo.append(lambda: sys.meta_path.remove(hook))
+
+    def _patch_default_policy(self) -> None:
+        """Make the loop asyncio creates implicitly on 3.11--3.13 virtual, without a policy.
+
+        ``loop = asyncio.get_event_loop(); loop.run_until_complete(main())`` -- and
+        ``asyncio.get_event_loop_policy().get_event_loop()`` -- make a loop in the main thread
+        when none is set, by calling the default policy's ``new_event_loop()``: that method
+        is replaced on the default policy class for the run (no policy is installed, and
+        asyncio's own DeprecationWarning on 3.12 and 3.13 is left as it is).  From 3.14 on
+        both raise ``RuntimeError`` when no loop is set, under the command as without it.
+        """
+        policy_class = asyncio.events.BaseDefaultEventLoopPolicy
+        stock = policy_class.new_event_loop
+        session = self
+
+        @functools.wraps(stock)
+        def new_event_loop(policy: asyncio.events.BaseDefaultEventLoopPolicy) -> Any:
+            if not session.virtual_here():
+                return stock(policy)
+            return session.new_loop()
+
+        self._replace(policy_class, "new_event_loop", new_event_loop)
+
+    def _patch_trio(self, module: ModuleType) -> None:
+        original = getattr(module, "run", None)
+        if original is None:  # pragma: no cover - a trio without trio.run
+            return
+        self._replace(module, "run", self.trio_run(original))
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Calls ``patch(module)`` right after module ``name`` is first imported (trio only).
+
+    The module is found by the rest of ``sys.meta_path`` as usual; only its loader is wrapped
+    for that one import, and the module's ``__loader__`` and ``__spec__.loader`` are set back
+    to the real loader afterwards.  It patches a third-party entry point (``trio.run``), never
+    virtualtime's own classes.
+    """
+
+    def __init__(self, name: str, patch: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.patch = patch
+        self._busy = False
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _PatchingLoader(spec.loader, self.patch)
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """A module's real loader, followed by a patch once the module has executed."""
+
+    def __init__(
+        self, loader: importlib.abc.Loader, on_import: Callable[[ModuleType], None]
+    ) -> None:
+        self.loader = loader
+        self.on_import = on_import
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        try:
+            self.loader.exec_module(module)
+        finally:
+            module.__loader__ = self.loader
+            if module.__spec__ is not None:
+                module.__spec__.loader = self.loader
+        self.on_import(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@dataclass
+class _Target:
+    path: str | None
+    module: str | None
+    args: list[str]
+
+    @property
+    def argv0(self) -> str:
+        return self.path if self.path is not None else f"-m {self.module}"
+
+
+_HIDDEN_FRAMES: Final = ("<frozen runpy>", "<frozen importlib._bootstrap>")
+
+
+def _script_traceback(error: BaseException) -> str:
+    """The script's traceback, without the frames of this command and of runpy."""
+    hidden = {os.path.abspath(runpy.__file__ or "runpy")}
+    te = traceback.TracebackException.from_exception(error)
+    _prune(te, hidden)
+    return "".join(te.format())
+
+
+_CLI_FOLDER: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _hidden(filename: str, hidden: set[str]) -> bool:
+    path = os.path.abspath(filename)
+    return filename in _HIDDEN_FRAMES or path in hidden or path.startswith(_CLI_FOLDER)
+
+
+def _prune(te: traceback.TracebackException, hidden: set[str], depth: int = 0) -> None:
+    if depth > 20:
+        return
+    te.stack = traceback.StackSummary.from_list(
+        [frame for frame in te.stack if not _hidden(frame.filename, hidden)]
+    )
+    for chained in (te.__cause__, te.__context__):
+        if chained is not None:
+            _prune(chained, hidden, depth + 1)
+    for inner in getattr(te, "exceptions", None) or ():
+        _prune(inner, hidden, depth + 1)
+
+
+def _module_exists(name: str) -> bool:
+    """Whether ``python -m name`` would find the module (the current folder included)."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+    finally:
+        sys.path.pop(0)
+
+
+def _resolve(args: argparse.Namespace, script_args: list[str]) -> _Target | str:
+    """The script or module to run, or an error message."""
+    if args.module is not None:
+        if not _module_exists(args.module):
+            return f"no module named {args.module!r}"
+        extra = [args.script] if args.script is not None else []
+        return _Target(None, args.module, extra + list(args.args) + script_args)
+    if args.script is None:
+        return "run: missing SCRIPT (try: virtualtime run examples/retry.py)"
+    path = args.script
+    if not os.path.exists(path):
+        return f"can't open file {os.path.abspath(path)!r}: no such file"
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "__main__.py")):
+        return f"can't find '__main__.py' in directory {os.path.abspath(path)!r}"
+    return _Target(path, None, list(args.args) + script_args)
+
+
+def _execute(target: _Target) -> None:
+    """Run the script as ``__main__``, with ``sys.argv`` and ``sys.path`` as python sets them."""
+    saved_argv = sys.argv
+    saved_path = list(sys.path)
+    try:
+        if target.path is not None:
+            sys.argv = [target.path, *target.args]
+            script_dir = os.path.dirname(os.path.abspath(target.path))
+            if os.path.isdir(target.path):
+                script_dir = os.path.abspath(target.path)
+            if sys.path:
+                sys.path[0] = script_dir
+            else:
+                sys.path.insert(0, script_dir)
+            runpy.run_path(target.path, run_name="__main__")
+        else:
+            assert target.module is not None
+            sys.argv = [target.module, *target.args]
+            if sys.path:
+                sys.path[0] = os.getcwd()
+            else:
+                sys.path.insert(0, os.getcwd())
+            runpy.run_module(target.module, run_name="__main__", alter_sys=True)
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+
+
+def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
+    target = _resolve(args, script_args)
+    if isinstance(target, str):
+        _error(target)
+        return EXIT_USAGE
+    start = 0.0 if args.start is None else args.start
+    if args.until is not None and args.until <= start:
+        _error(
+            f"--until ({args.until:g} s) must be later than --start ({start:g} s): "
+            "virtual time never goes backwards"
+        )
+        return EXIT_USAGE
+    if args.trace is not None:
+        args.trace = os.path.abspath(args.trace)  # the script may change directory
+        folder = os.path.dirname(args.trace)
+        if not os.path.isdir(folder):
+            _error(f"--trace: cannot write {args.trace!r}: folder {folder!r} does not exist")
+            return EXIT_USAGE
+    options = Options(
+        until=args.until,
+        start=args.start,
+        rate=args.rate,
+        history=args.trace_limit if args.trace is not None else None,
+        patch_time=args.patch_time,
+        wall_start=args.wall_start,
+        quiet=args.quiet,
+        all_threads=args.all_threads,
+    )
+    notes = sys.stderr
+    from .._trace import TraceRecorder
+
+    recorder = TraceRecorder() if args.trace is not None else None
+    session = Session(options, notes, recorder)
+    random_state = random.getstate()
+    if args.seed is not None:
+        random.seed(args.seed)
+    show_bar = args.until is not None and not args.quiet and _isatty(notes)
+    began = time.perf_counter()
+    status = EXIT_OK
+    outcome: BaseException | None = None
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(session.installed())
+            if recorder is not None:
+                stack.enter_context(recorder)
+            if show_bar:
+                stack.enter_context(Progress(session, args.until, notes))
+            _execute(target)
+    except SystemExit as error:
+        status = exit_code(error.code)
+    except UntilReached as error:
+        outcome = error
+        status = EXIT_UNTIL
+    except DeadlockError as error:
+        outcome = error
+        status = EXIT_DEADLOCK
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
+    except BaseException as error:  # the script's own failure: show it as python would
+        if isinstance(error, asyncio.CancelledError) and session.first_stop is not None:
+            outcome = UntilReached(session.first_stop)
+            status = EXIT_UNTIL
+        else:
+            sys.stdout.flush()
+            print(_script_traceback(error), end="", file=sys.stderr, flush=True)
+            status = EXIT_ERROR
+    finally:
+        real = time.perf_counter() - began
+        random.setstate(random_state)
+        _flush(sys.stdout)
+        session.retire_all()
+
+    if isinstance(outcome, DeadlockError):
+        print(f"virtualtime: {outcome}", file=sys.stderr, flush=True)
+    elif isinstance(outcome, UntilReached):
+        stop = outcome.args[0] if outcome.args else None
+        print(_until_message(stop, args.until), file=sys.stderr, flush=True)
+    elif status == EXIT_INTERRUPTED:
+        now = session.current_time()
+        where = f" at virtual time {now:g} s" if now is not None else ""
+        print(f"virtualtime: interrupted{where}", file=sys.stderr, flush=True)
+
+    if recorder is not None:
+        try:
+            count = recorder.write(str(args.trace), command=_command_line(target))
+        except OSError as error:
+            _error(f"--trace: cannot write {args.trace!r}: {error.strerror or error}")
+            return status or EXIT_ERROR
+        session.note(f"trace of {count:,} events written to {args.trace}")
+
+    if not args.quiet:
+        print(_summary(session, real), file=sys.stderr, flush=True)
+    return status
+
+
+def _command_line(target: _Target) -> str:
+    return " ".join([target.argv0, *target.args])
+
+
+def _until_message(stop: object, until: float) -> str:
+    if not isinstance(stop, Stop):
+        return f"virtualtime: stopped at virtual time {format_duration(until)} (--until)"
+    text = f"virtualtime: stopped at virtual time {format_duration(stop.at)} (--until)"
+    if stop.cancelled:
+        text += f"; cancelled {stop.cancelled} task{'s' if stop.cancelled != 1 else ''}"
+    if stop.idle and stop.cancelled:
+        text += (
+            "; nothing else was scheduled, so every task was waiting for something that is "
+            "not a timer (a deadlock, or real I/O): run without --until for a deadlock report"
+        )
+    return text
+
+
+def _summary(session: Session, real: float) -> str:
+    if not session.seen:
+        return (
+            "virtualtime: the script never started an event loop "
+            "(asyncio.run, asyncio.Runner, anyio.run or trio.run)"
+        )
+    virtual = session.elapsed()
+    text = f"virtualtime: {format_duration(virtual)} of virtual time in {real:.3g} s"
+    if virtual > 0 and real > 0:
+        speed = virtual / real
+        text += f" ({speed:,.0f}x real time)" if speed >= 10 else f" ({speed:.2g}x real time)"
+    timers = session.timers()
+    if timers is not None:
+        text += f", {timers:,} timer{'s' if timers != 1 else ''} fired"
+    jumps = session.jumps()
+    if jumps:
+        text += f", {jumps:,} trio clock jump{'s' if jumps != 1 else ''}"
+    runs = session.runs
+    if runs > 1:
+        text += f", {runs} runs"
+    return text
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _flush(stream: IO[str]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        stream.flush()
