@@ -1,13 +1,18 @@
-"""Runs the code blocks of one documentation page: the engine of ``test_docs_examples.py``.
+"""Runs the code blocks of the documentation pages: the engine of ``test_docs_examples.py``.
 
-Every page (README.md and docs/*.md) is executed in a fresh temporary folder of its own, by
-one worker process per page (``python tests/docs_examples.py PAGE FOLDER RESULTS``), so a page
-costs one interpreter start-up, not one per block.  The convention, block by block:
+Every page (README.md and docs/*.md) is executed in a fresh temporary folder of its own, all
+pages by one worker process (``python tests/docs_examples.py RESULTS FOLDER PAGE...``), so the
+docs cost one interpreter start-up and one pytest session, not one per block.  Use it to
+write a page, too: ``DOCS_EXAMPLES_SHOW=1`` prints what each python block printed.  The
+convention, block by block:
 
 * ```` ```python ```` runs as a standalone script: a fresh namespace, ``__name__ ==
   "__main__"``, the page's folder as the working directory and first on ``sys.path``, warnings
-  as errors.  A block that contains ``def test_`` is run with pytest instead (all of a page's
-  test blocks in one pytest run, at the end of the page).
+  as errors.  (All blocks share the worker process, for speed: modules imported from a page's
+  folder are forgotten before each block, but process-wide counters such as asyncio's
+  ``Task-N`` names keep counting, so a page that prints a task's name names the task.)  A
+  block that contains ``def test_`` is run with pytest instead (the test blocks of every page
+  in one pytest session, after all the pages ran).
 * A block with ``title="NAME"`` (any language except the ``Output`` title) is written to the
   file ``NAME`` in the page's folder, so later blocks can import or run it; a titled python
   block whose name starts with ``test_`` is also run with pytest.
@@ -31,6 +36,7 @@ commands read as they do in a clone.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import io
 import json
 import os
@@ -46,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Real seconds one python block may take before the worker gives up on it (a hang guard:
+#: the docs' blocks take milliseconds).
+BLOCK_TIMEOUT = 30.0
 
 #: Languages whose untitled blocks are not code (pictures, reports, set-up commands).
 NOT_RUN = frozenset({"text", "bash"})
@@ -157,8 +166,7 @@ class PageRun:
         if title == "Output":
             self.output(block)
             return
-        stdout, self.last_stdout = self.last_stdout, None
-        del stdout
+        self.last_stdout = None  # an Output block belongs to the block right before it
         if title is not None:
             (self.folder / title).write_text(block.code, encoding="utf-8")
             if block.is_test:
@@ -194,6 +202,8 @@ class PageRun:
         sys.path.insert(0, str(self.folder))
         sys.argv = [str(path)]
         started = time.perf_counter()
+        # A block that hangs ends the worker with its stack instead of stalling the suite.
+        faulthandler.dump_traceback_later(BLOCK_TIMEOUT, exit=True)
         try:
             with contextlib.redirect_stdout(out):
                 runpy.run_path(str(path), run_name="__main__")
@@ -201,6 +211,7 @@ class PageRun:
             self.results.append(Result(block.line, "python", False, traceback.format_exc(limit=-8)))
             return
         finally:
+            faulthandler.cancel_dump_traceback_later()
             sys.path[:], sys.argv = saved_path, saved_argv
         self.results.append(Result(block.line, "python", True, "", time.perf_counter() - started))
         self.last_stdout = out.getvalue()

@@ -122,3 +122,79 @@ def test_output_wildcards_match_lines_and_text_but_nothing_else() -> None:
     assert not output_matches("took ... s\n", "took 0.08 ms\n")
     assert not output_matches("1\n2\n", "1\n2\n3\n")
     assert not output_matches("[1.0, 2.0]\n", "[1.0, 2.5]\n")
+
+
+BROKEN_PAGE = """
+```python
+print("two")
+```
+
+```text title="Output"
+one
+```
+
+```python
+raise ValueError("a block that raises")
+```
+
+```console
+$ echo hello
+goodbye
+```
+
+```console
+$ false
+```
+
+```python
+def test_that_fails():
+    assert 1 == 2
+```
+
+```python
+print("fine")
+```
+
+```text title="Output"
+fine
+```
+
+```yaml
+key: value
+```
+
+```ini title="pytest.ini"
+[pytest]
+asyncio_default_fixture_loop_scope = function
+```
+"""
+
+
+def test_the_runner_reports_every_kind_of_broken_block(tmp_path: Path) -> None:
+    page = tmp_path / "broken.md"
+    page.write_text(BROKEN_PAGE, encoding="utf-8")
+    results_file, folders = tmp_path / "r.json", tmp_path / "pages"
+    folders.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-W", "error", str(RUNNER), str(results_file), str(folders), str(page)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(results_file.read_text(encoding="utf-8"))[str(page)]
+    verdicts = {(r["line"], r["what"]): r["ok"] for r in results}
+    assert verdicts == {
+        (2, "python"): True,
+        (6, "Output"): False,  # printed "two", shows "one"
+        (10, "python"): False,  # raised
+        (14, "$ echo hello"): False,  # printed something else
+        (19, "$ false"): False,  # exit status 1
+        (23, "pytest"): False,  # the test failed
+        (28, "python"): True,
+        (32, "Output"): True,
+        (36, "yaml block"): False,  # not a language the runner knows, and no title
+        (40, "file pytest.ini"): True,
+    }
+    failed_test = next(r for r in results if r["what"] == "pytest")
+    assert "test_that_fails: failed" in failed_test["message"]
