@@ -39,10 +39,10 @@ from ._patch import wall_time as wall_time
 from ._runner import new_event_loop as new_event_loop
 from ._runner import run as run
 from ._time import RESOLUTION as RESOLUTION
-from ._trace import chrome_trace as chrome_trace
-from ._trace import plot_trace as plot_trace
-from ._trace import record_span as record_span
-from ._trace import write_trace as write_trace
+from .trace import chrome_trace as chrome_trace
+from .trace import plot_trace as plot_trace
+from .trace import record_span as record_span
+from .trace import write_trace as write_trace
 
 __version__ = "0.1.0"
 

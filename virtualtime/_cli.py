@@ -202,7 +202,7 @@ _RUN_VALUE_OPTIONS: Final = frozenset(
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="virtualtime",
@@ -1140,7 +1140,7 @@ def _command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         all_threads=args.all_threads,
     )
     notes = sys.stderr
-    from ._trace import TraceRecorder
+    from .trace import TraceRecorder
 
     recorder = TraceRecorder() if args.trace is not None else None
     session = _Session(options, notes, recorder)
@@ -1260,7 +1260,7 @@ def _flush(stream: IO[str]) -> None:
 
 
 def _command_plot(args: argparse.Namespace) -> int:
-    from ._trace import NoSuchRows, plot_trace
+    from .trace import NoSuchRows, plot_trace
 
     if not os.path.isfile(args.trace):
         _error(f"plot: no trace file {os.path.abspath(args.trace)!r}")

@@ -50,6 +50,7 @@ import collections
 import concurrent.futures
 import contextvars
 import datetime
+import enum
 import heapq
 import inspect
 import math
@@ -84,6 +85,7 @@ from ._timers import NEVER, TimerQueue
 __all__ = [
     "LOOP_OPTIONS",
     "HistoryRecord",
+    "RecordKind",
     "VirtualEventLoop",
     "check_loop_options",
     "running_virtual_loop",
@@ -124,6 +126,15 @@ _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
 
 
+class RecordKind(enum.Enum):
+    """What a dispatched timer woke: the ``kind`` of a :class:`HistoryRecord`."""
+
+    TASK = "task"
+    """A task asleep on the timer (``asyncio.sleep``, anyio's ``sleep``, ``virtualtime.sleep``)."""
+    CALLBACK = "callback"
+    """A plain callback (``call_later``, the expiry of ``asyncio.timeout``)."""
+
+
 class HistoryRecord(NamedTuple):
     """One dispatched timer, as kept by ``VirtualEventLoop(history=n)``.
 
@@ -132,7 +143,8 @@ class HistoryRecord(NamedTuple):
     description of what it woke: ``"task <name>"`` for a sleeping task, or the callback's
     qualified name.  ``task_id`` tells tasks apart that share a name (anyio reuses names): an
     identifier of the woken task, stable for as long as the record is kept, or None for a
-    plain callback.
+    plain callback.  ``kind`` says which of the two it was (:class:`RecordKind`); read
+    :attr:`task_name` rather than taking ``what`` apart.
     """
 
     time: float
@@ -141,6 +153,12 @@ class HistoryRecord(NamedTuple):
     what: str
     scheduled: float
     task_id: int | None = None
+    kind: RecordKind = RecordKind.CALLBACK
+
+    @property
+    def task_name(self) -> str | None:
+        """The woken task's name (``kind`` is ``TASK``), or None for a plain callback."""
+        return self.what[len("task ") :] if self.kind is RecordKind.TASK else None
 
 
 class _Timer(asyncio.TimerHandle):
@@ -283,6 +301,7 @@ def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
             f"task {what.get_name()}",
             to_seconds(scheduled),
             id(what),
+            RecordKind.TASK,
         )
     name = getattr(what, "__qualname__", None) or repr(what)
     return HistoryRecord(to_seconds(ticks), priority, seq, name, to_seconds(scheduled))
