@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from ._errors import DeadlockError, RunawayError, VirtualTimeError
 from ._outside import CountingSelector, OutsideWork
+from ._patch import TimePatch
 from ._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
@@ -465,8 +466,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             patch_time,
             wall_start,
         )
-        from ._patch import TimePatch
-
         self._vt_ticks = to_ticks(start)
         self._vt_now = to_seconds(self._vt_ticks)
         self._vt_start = self._vt_now
@@ -1387,8 +1386,6 @@ def _validated(
     if max_rounds_per_instant < 1:
         raise ValueError(f"max_rounds_per_instant must be >= 1, got {max_rounds_per_instant!r}")
     check_bool("patch_time", patch_time)
-    from ._patch import TimePatch
-
     wall = TimePatch.check_wall_start(wall_start)
     return start_value, threshold, rate_value, kept, deadlock, wall
 
