@@ -115,26 +115,37 @@ def our_modules() -> dict[str, Path]:
     return found
 
 
-@functools.cache
 def runtime_imports(path: Path, module: str) -> tuple[tuple[int, str], ...]:
-    return tuple(_runtime_imports(path, module))
+    """(line, imported module of ours) for every import that can run, lazy ones included."""
+    return tuple((line, target) for line, target, _lazy in _imports(path, module))
 
 
-def _runtime_imports(path: Path, module: str) -> Iterator[tuple[int, str]]:
-    """(line, imported module of ours) for every import that can run."""
+def eager_imports(path: Path, module: str) -> set[str]:
+    """The modules of ours that ``module`` imports while it is being imported itself."""
+    return {target for _line, target, lazy in _imports(path, module) if not lazy}
+
+
+@functools.cache
+def _imports(path: Path, module: str) -> tuple[tuple[int, str, bool], ...]:
+    return tuple(_walk(path, module))
+
+
+def _walk(path: Path, module: str) -> Iterator[tuple[int, str, bool]]:
+    """(line, imported module of ours, inside a function?) for every import that can run."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_package = path.name == "__init__.py"
     package = module if is_package else module.rpartition(".")[0]
     known = set(our_modules())
 
-    def visit(node: ast.AST) -> Iterator[tuple[int, str]]:
+    def visit(node: ast.AST, lazy: bool) -> Iterator[tuple[int, str, bool]]:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            yield from (item for child in node.orelse for item in visit(child))
+            yield from (item for child in node.orelse for item in visit(child, lazy))
             return
+        lazy = lazy or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "virtualtime":
-                    yield node.lineno, alias.name
+                    yield node.lineno, alias.name, lazy
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -146,11 +157,11 @@ def _runtime_imports(path: Path, module: str) -> Iterator[tuple[int, str]]:
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
                     # `from . import trio` imports a module; `from ._loop import X` a name.
-                    yield node.lineno, sub if sub in known else target
+                    yield node.lineno, sub if sub in known else target, lazy
         for child in ast.iter_child_nodes(node):
-            yield from visit(child)
+            yield from visit(child, lazy)
 
-    yield from visit(tree)
+    yield from visit(tree, False)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -202,14 +213,15 @@ def test_parts_import_only_the_parts_below_them() -> None:
     assert violations() == []
 
 
-def test_no_module_imports_itself_back() -> None:
-    # Stronger than the table: no cycle between modules at all (not even a lazy one inside a
-    # part), so no import order can ever leave a module half-initialised.
+def test_no_import_cycle_at_import_time() -> None:
+    # Between parts the table already rules out cycles, lazy ones included (the old
+    # _loop <-> _patch pair).  Inside a part, no two modules may import each other while they
+    # are being imported, so no import order can leave a module half-initialised.
     graph: dict[str, set[str]] = {}
     modules = our_modules()
     for module, path in modules.items():
         if path.suffix == ".py":
-            graph[module] = {t for _line, t in runtime_imports(path, module) if t != module}
+            graph[module] = {t for t in eager_imports(path, module) if t != module}
     # Importing one's own ancestor package (``from .. import __version__``) is no cycle of
     # code: a package is always initialised before its modules.
     for module, targets in graph.items():
@@ -235,4 +247,5 @@ def test_the_walk_sees_a_forbidden_import(tmp_path: Path, monkeypatch: pytest.Mo
     )
     imports = list(runtime_imports(fake, clocks))
     assert imports == [(5, engine)]
+    assert eager_imports(fake, clocks) == set()
     assert part_of(imports[0][1]) not in ALLOWED[part_of(clocks) or ""]
