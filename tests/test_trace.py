@@ -14,16 +14,21 @@ from typing import Any, NamedTuple, cast
 import pytest
 
 import virtualtime
-from virtualtime._trace import (
-    COLOURS,
+import virtualtime.sim  # registers the journey categories (arrived, halted, stopped, ...)
+from virtualtime import trace as vt_trace
+from virtualtime.trace import (
+    Category,
     NoSuchRows,
+    RecordKind,
     Span,
     TraceRecorder,
+    categories,
     chrome_trace,
     load_trace,
     plot_trace,
     record_span,
     recording,
+    register_category,
     write_trace,
 )
 
@@ -211,6 +216,11 @@ class RecordWithTask(NamedTuple):
     what: str
     scheduled: float
     task_id: int | None
+    kind: RecordKind = RecordKind.TASK
+
+    @property
+    def task_name(self) -> str:
+        return self.what.removeprefix("task ")
 
 
 @pytest.mark.parametrize(("first", "second", "waiting"), [(1, 2, False), (1, 1, True)])
@@ -436,8 +446,8 @@ def test_the_breakdown_is_visible_at_the_default_size(tmp_path: Path) -> None:
 
     # The 10-minute halted drive, and the 45 minutes standing, are bands of their own colour
     # (the legend adds a few swatch pixels of each).
-    assert columns_of(COLOURS["halted"]) >= 20
-    assert columns_of(COLOURS["stopped"]) >= 100
+    assert columns_of(categories()["halted"].colour) >= 20
+    assert columns_of(categories()["stopped"].colour) >= 100
 
 
 @pytest.mark.parametrize(
@@ -465,3 +475,164 @@ def test_plot_without_matplotlib_says_how_to_get_it(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"async-virtualtime\[plot\]"):
         plot_trace(traced, tmp_path / "x.png")
+
+
+# ------------------------------------------------------------------- record kinds, recorder
+
+
+def test_history_records_say_what_they_woke_by_kind(traced: dict[str, Any]) -> None:
+    loop = virtualtime.new_event_loop(history=10)
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_later(1, print)
+        # A task whose name looks like a history record's text is still a task.
+        await asyncio.create_task(asyncio.sleep(2), name="task timers")
+
+    try:
+        loop.run_until_complete(main())
+        records = loop.history
+        trace = chrome_trace(records)
+    finally:
+        loop.close()
+    assert [(r.kind, r.task_name) for r in records] == [
+        (RecordKind.CALLBACK, None),
+        (RecordKind.TASK, "task timers"),
+    ]
+    assert spans_of(trace, "task timers") == [("sleep", 0.0, 2e6)]
+
+
+def test_a_callback_whose_name_looks_like_a_task_is_an_instant() -> None:
+    record = virtualtime.HistoryRecord(1.0, 0, 0, "task impostor", 0.0)
+    assert record.kind is RecordKind.CALLBACK
+    trace = chrome_trace([record])
+    check_trace(trace)
+    [instant] = [e for e in trace["traceEvents"] if e["ph"] == "i"]
+    assert instant["name"] == "task impostor"
+    assert [e for e in trace["traceEvents"] if e["ph"] == "X"] == []
+
+
+def test_the_recorder_is_per_context() -> None:
+    import contextvars
+
+    outside = contextvars.copy_context()
+    with TraceRecorder() as recorder:
+        assert recording()
+        # A context copied before the recorder was entered does not see it.
+        assert outside.run(recording) is False
+        outside.run(record_span, "row", "unseen", 0.0, 1.0)
+        # A context copied inside it (what tasks and to_thread do) does.
+        contextvars.copy_context().run(record_span, "row", "seen", 0.0, 1.0)
+        with TraceRecorder() as inner:  # nested: the innermost records
+            record_span("row", "inner", 0.0, 1.0)
+        assert recording()
+    assert not recording()
+    assert [s.name for spans in recorder._spans.values() for s in spans] == ["seen"]
+    assert [s.name for spans in inner._spans.values() for s in spans] == ["inner"]
+
+
+def test_spans_from_tasks_reach_the_recorder_of_the_context_that_started_them() -> None:
+    async def report(name: str) -> None:
+        await asyncio.sleep(1)
+        record_span("vehicle v", name, 0.0, 1.0)
+
+    async def main() -> None:
+        with TraceRecorder() as mine:
+            first = asyncio.create_task(report("mine"))
+        second = asyncio.create_task(report("nobody's"))  # started after the recorder left
+        await asyncio.gather(first, second)
+        assert [s.name for spans in mine._spans.values() for s in spans] == ["mine"]
+
+    virtualtime.run(main())
+
+
+# ------------------------------------------------------------------------------ categories
+
+
+def test_sim_contributes_its_journey_categories() -> None:
+    known = categories()
+    assert {"arrived", "halted", "stopped", "redirected", "reset"} <= set(known)
+    assert known["halted"].until_next == ("stopped", "halted, standing")
+    assert known["stopped"].hatch == "////"
+    with pytest.raises(TypeError):
+        known["x"] = known["span"]  # type: ignore[index]
+
+
+def test_a_registered_category_styles_its_spans_and_travels_in_the_trace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(vt_trace, "_categories", dict(vt_trace._categories))
+    register_category(
+        Category("repair", "#123456", "in the workshop", layer="front", until_next=("idle", "idle"))
+    )
+    register_category(Category("repair", "#123456", "in the workshop", layer="front",
+                               until_next=("idle", "idle")))  # fmt: skip
+    recorder = TraceRecorder()
+    key = object()
+    recorder.add_run(key, "shop")
+    recorder.add_span(Span("crane", "fix", 0.0, 10.0, "repair"), key=key)
+    recorder.add_span(Span("crane", "lift", 30.0, 40.0), key=key)
+    trace = recorder.trace()
+    check_trace(trace)
+    assert categories_of(trace, "crane") == [
+        ("repair", 0.0, 10e6),
+        ("idle", 10e6, 20e6),
+        ("span", 30e6, 10e6),
+    ]
+    kept = trace["otherData"]["categories"]
+    assert sorted(kept) == ["repair", "span"]  # "idle" is not described: drawn as unknown
+    assert kept["repair"] == {
+        "colour": "#123456",
+        "legend": "in the workshop",
+        "layer": "front",
+        "hatch": None,
+        "edges": True,
+    }
+    # The file draws the same in a process that never registered "repair".
+    path = tmp_path / "shop.json"
+    write_trace(trace, path)
+    monkeypatch.setattr(vt_trace, "_categories", {})
+    from virtualtime.trace._plot import _styles
+
+    assert _styles(load_trace(path))["repair"].colour == "#123456"
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"colour": "red"}, "colour must be '#rrggbb'"),
+        ({"layer": "top"}, "layer must be one of"),
+        ({"legend": ""}, "legend must be a non-empty str"),
+        ({"until_next": ("stopped",)}, "until_next must be None or"),
+        ({"hatch": ""}, "hatch must be None"),
+    ],
+)
+def test_bad_categories_are_refused(fields: dict[str, Any], match: str) -> None:
+    base: dict[str, Any] = {"name": "c", "colour": "#000000", "legend": "c"}
+    with pytest.raises(ValueError, match=match):
+        Category(**(base | fields))
+
+
+def test_a_taken_category_name_is_refused_unless_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vt_trace, "_categories", dict(vt_trace._categories))
+    before = dict(categories())
+    recoloured = Category("halted", "#000000", "journey: halted")
+    with pytest.raises(ValueError, match="'halted' is already registered"):
+        register_category(recoloured)
+    assert dict(categories()) == before
+    register_category(recoloured, replace=True)
+    assert categories()["halted"] == recoloured
+    with pytest.raises(TypeError, match="needs a Category"):
+        register_category("halted")  # type: ignore[arg-type]
+
+
+def test_plotting_does_not_import_matplotlib_until_asked() -> None:
+    import subprocess
+
+    code = (
+        "import sys, virtualtime.trace, virtualtime.sim\n"
+        "print(any(m == 'matplotlib' or m.startswith('matplotlib.') for m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "False"

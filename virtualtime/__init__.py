@@ -40,6 +40,7 @@ from ._control import settle as settle
 from ._control import sleep as sleep
 from ._control import sleep_until as sleep_until
 from ._control import step as step
+from ._control import wall_time as wall_time
 from ._errors import DeadlockError as DeadlockError
 from ._errors import InvalidTypeError as InvalidTypeError
 from ._errors import InvalidValueError as InvalidValueError
@@ -50,7 +51,6 @@ from ._loop import HistoryRecord as HistoryRecord
 from ._loop import VirtualEventLoop as VirtualEventLoop
 from ._options import LoopOptions as LoopOptions
 from ._options import configure as configure
-from ._patch import wall_time as wall_time
 from ._runner import new_event_loop as new_event_loop
 from ._runner import run as run
 from ._time import RESOLUTION as RESOLUTION

@@ -31,14 +31,16 @@ the loop's (the native ``sleep_until`` schedules through the loop's own ``call_a
 from __future__ import annotations
 
 import asyncio
+import datetime
 import math
 import sys
 import typing
 from typing import TYPE_CHECKING
 
 from ._errors import InvalidTypeError, UsageError
-from ._loop import running_virtual_loop, set_result_unless_cancelled
-from ._time import check_delay, check_finite
+from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
+from ._patch import wall_datetime
+from ._time import check_delay, check_finite, to_ticks
 
 if TYPE_CHECKING:
     from .trio import VirtualClock
@@ -53,6 +55,7 @@ __all__ = [
     "sleep",
     "sleep_until",
     "step",
+    "wall_time",
 ]
 
 
@@ -207,3 +210,26 @@ async def sleep_until(when: float, *, priority: int = 0) -> None:
         await future
     finally:
         handle.cancel()
+
+
+def wall_time(loop: VirtualEventLoop | None = None) -> datetime.datetime:
+    """The virtual wall clock, as a timezone-aware UTC datetime.
+
+    Use it when code wants to ask for "now" explicitly instead of relying on ``patch_time``:
+    it works whether or not the stdlib clocks are patched, and it is what ``time.time()`` and
+    ``datetime.now(UTC)`` return when they are.  The wall clock is the loop's ``wall_start``
+    (default: the real time when the loop was created) plus the virtual time elapsed since its
+    ``start``, truncated to the microsecond.
+
+    Without an argument it asks the running virtual loop (a :class:`~virtualtime.VirtualTimeError`
+    if there is none); pass ``loop`` to ask a loop from outside, e.g. after ``loop.evolve(60)``.
+    """
+    if loop is None:
+        loop = running_virtual_loop("virtualtime.wall_time()")
+    elif not isinstance(loop, VirtualEventLoop):
+        raise InvalidTypeError(
+            f"loop must be a virtualtime.VirtualEventLoop or None, got {loop!r} "
+            f"({type(loop).__name__})"
+        )
+    # The loop's own tick counter, read as the verbs above read it: exact nanoseconds.
+    return wall_datetime(loop.wall_start, loop.ticks - to_ticks(loop.start_time))

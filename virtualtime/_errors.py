@@ -15,6 +15,9 @@ class                      also a                raised when
                                                  verb with no virtual loop running)
 :class:`DeadlockError`     ``RuntimeError``      nothing can ever happen again
 :class:`RunawayError`      ``RuntimeError``      the loop spins at one instant
+:class:`UnsupportedError`  ``RuntimeError``      this Python build lacks what a feature needs
+                                                 (``patch_time`` on a free-threaded build, or
+                                                 a CPython whose object layout changed)
 =========================  ====================  ==========================================
 
 The argument errors' messages always name the offending argument and the rule it broke.
@@ -27,6 +30,7 @@ __all__ = [
     "InvalidTypeError",
     "InvalidValueError",
     "RunawayError",
+    "UnsupportedError",
     "UsageError",
     "VirtualTimeError",
 ]
@@ -79,4 +83,13 @@ class RunawayError(VirtualTimeError, RuntimeError):
     A callback or task that reschedules itself with zero delay forever would otherwise spin
     the loop for ever while a driving verb waits for the instant to settle.  The limit is the
     loop option ``max_rounds_per_instant``.
+    """
+
+
+class UnsupportedError(VirtualTimeError, RuntimeError):
+    """This Python build lacks what a feature needs.
+
+    ``patch_time=True`` redirects CPython's clock objects in place; it refuses a free-threaded
+    build, and a CPython whose builtin-function or method-descriptor layout no longer reads
+    back as expected (checked before every write), instead of writing anything.
     """

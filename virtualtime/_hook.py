@@ -46,6 +46,8 @@ import types
 from collections.abc import Callable
 from typing import Any, Final
 
+from ._errors import InvalidTypeError, UnsupportedError
+
 __all__ = ["Redirections", "real_copy"]
 
 _POINTER: Final = ctypes.sizeof(ctypes.c_void_p)
@@ -116,16 +118,16 @@ def _slot(obj: object, index: int) -> ctypes.c_void_p:
 def _definition(func: types.BuiltinFunctionType) -> _MethodDef:
     """The method definition of a builtin function or bound builtin method, checked."""
     if type(func) is not types.BuiltinFunctionType:
-        raise TypeError(f"not a builtin function: {func!r}")
+        raise InvalidTypeError(f"not a builtin function: {func!r}")
     pointer = _slot(func, 0).value
     self_pointer = _slot(func, 1).value
     expected_self = getattr(func, "__self__", None)
     if pointer is None or self_pointer != (None if expected_self is None else id(expected_self)):
-        raise RuntimeError(f"unexpected builtin function layout for {func!r}")
+        raise UnsupportedError(f"unexpected builtin function layout for {func!r}")
     definition = _MethodDef.from_address(pointer)
     name = ctypes.string_at(definition.ml_name) if definition.ml_name else b""
     if name.decode() != func.__name__:
-        raise RuntimeError(f"unexpected builtin function layout for {func!r}")
+        raise UnsupportedError(f"unexpected builtin function layout for {func!r}")
     return definition
 
 
@@ -143,14 +145,14 @@ def _class_method_definition(cls: type, name: str) -> _MethodDef:
     """The method definition behind a builtin class method (``datetime.now``), checked."""
     descriptor = vars(cls)[name]
     if type(descriptor).__name__ != "classmethod_descriptor":
-        raise TypeError(f"{cls.__name__}.{name} is not a builtin class method")
+        raise InvalidTypeError(f"{cls.__name__}.{name} is not a builtin class method")
     # PyMethodDescrObject: the header, d_type, d_name, d_qualname, then d_method.
     pointer = ctypes.c_void_p.from_address(id(descriptor) + _HEADER + 3 * _POINTER).value
     if pointer is None:  # pragma: no cover
-        raise RuntimeError(f"unexpected method descriptor layout for {cls.__name__}.{name}")
+        raise UnsupportedError(f"unexpected method descriptor layout for {cls.__name__}.{name}")
     definition = _MethodDef.from_address(pointer)
     if not definition.ml_name or ctypes.string_at(definition.ml_name).decode() != name:
-        raise RuntimeError(f"unexpected method descriptor layout for {cls.__name__}.{name}")
+        raise UnsupportedError(f"unexpected method descriptor layout for {cls.__name__}.{name}")
     return definition
 
 
@@ -196,7 +198,7 @@ class Redirections:
         convention = definition.ml_flags & _CONVENTION
         caller = _CALLERS.get(convention)
         if caller is None:  # pragma: no cover - no clock of 3.11-3.15 uses another one
-            raise RuntimeError(f"cannot redirect {func!r}: calling convention {convention:#x}")
+            raise UnsupportedError(f"cannot redirect {func!r}: calling convention {convention:#x}")
         copy = _MethodDef(
             definition.ml_name, caller, definition.ml_flags & ~_METH_CLASS, definition.ml_doc
         )
@@ -250,7 +252,7 @@ def _namespace(cls: type) -> dict[str, Any]:
     """The real dict behind ``cls.__dict__`` (a read-only proxy for builtin types)."""
     referents = gc.get_referents(cls.__dict__)
     if len(referents) != 1 or not isinstance(referents[0], dict):  # pragma: no cover
-        raise RuntimeError(f"cannot reach the namespace of {cls!r}")
+        raise UnsupportedError(f"cannot reach the namespace of {cls!r}")
     namespace: dict[str, Any] = referents[0]
     return namespace
 

@@ -53,6 +53,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextvars
+import enum
 import heapq
 import math
 import sys
@@ -78,6 +79,7 @@ from ._options import (
     wall_epoch,
 )
 from ._outside import CountingSelector, OutsideWork
+from ._patch import TimePatch
 from ._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
@@ -93,6 +95,7 @@ from ._timers import NEVER, TimerQueue
 
 __all__ = [
     "HistoryRecord",
+    "RecordKind",
     "VirtualEventLoop",
     "running_virtual_loop",
     "set_result_unless_cancelled",
@@ -134,6 +137,15 @@ _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
 
 
+class RecordKind(enum.Enum):
+    """What a dispatched timer woke: the ``kind`` of a :class:`HistoryRecord`."""
+
+    TASK = "task"
+    """A task asleep on the timer (``asyncio.sleep``, anyio's ``sleep``, ``virtualtime.sleep``)."""
+    CALLBACK = "callback"
+    """A plain callback (``call_later``, the expiry of ``asyncio.timeout``)."""
+
+
 class HistoryRecord(NamedTuple):
     """One dispatched timer, as kept by ``VirtualEventLoop(history=n)``.
 
@@ -142,7 +154,8 @@ class HistoryRecord(NamedTuple):
     description of what it woke: ``"task <name>"`` for a sleeping task, or the callback's
     qualified name.  ``task_id`` tells tasks apart that share a name (anyio reuses names): an
     identifier of the woken task, stable for as long as the record is kept, or None for a
-    plain callback.
+    plain callback.  ``kind`` says which of the two it was (:class:`RecordKind`); read
+    :attr:`task_name` rather than taking ``what`` apart.
     """
 
     time: float
@@ -151,6 +164,12 @@ class HistoryRecord(NamedTuple):
     what: str
     scheduled: float
     task_id: int | None = None
+    kind: RecordKind = RecordKind.CALLBACK
+
+    @property
+    def task_name(self) -> str | None:
+        """The woken task's name (``kind`` is ``TASK``), or None for a plain callback."""
+        return self.what[len("task ") :] if self.kind is RecordKind.TASK else None
 
 
 class _Timer(asyncio.TimerHandle):
@@ -293,6 +312,7 @@ def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
             f"task {what.get_name()}",
             to_seconds(scheduled),
             id(what),
+            RecordKind.TASK,
         )
     name = getattr(what, "__qualname__", None) or repr(what)
     return HistoryRecord(to_seconds(ticks), priority, seq, name, to_seconds(scheduled))
@@ -438,8 +458,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         max_rounds_per_instant = checked.max_rounds_per_instant
         patch_time = checked.patch_time
         wall = wall_epoch(checked)
-        from ._patch import TimePatch
-
         self._vt_ticks = to_ticks(start)
         self._vt_now = to_seconds(self._vt_ticks)
         self._vt_start = self._vt_now
@@ -475,7 +493,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_world = OutsideWork(self, self._vt_selector)
         self._vt_fast = False
         self._vt_update_fast()
-        self._vt_patch = TimePatch(self, wall) if patch_time else None
+        self._vt_patch = (
+            TimePatch(self, wall, direct=type(self).time is VirtualEventLoop.time)
+            if patch_time
+            else None
+        )
         self._vt_wall = wall
         super().__init__(selector=self._vt_selector)
         # asyncio-private: add_signal_handler() delivers signals through the self-pipe, which

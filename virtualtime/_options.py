@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal, TypedDict
 
 from ._errors import InvalidTypeError, InvalidValueError
-from ._time import TICKS_PER_SECOND, check_bool, check_delay, check_rate
-from ._timers import NEVER
+from ._patch import check_wall_start
+from ._time import NEVER, TICKS_PER_SECOND, check_bool, check_delay, check_rate
 
 __all__ = [
     "ASYNCIO_ONLY",
@@ -238,7 +238,6 @@ def _check_max_rounds(value: object) -> int:
 def _check_wall_start(value: object) -> float | None:
     if value is None:
         return None  # "the real time when the loop or clock is created"
-    from ._patch import check_wall_start  # lazily: _patch imports the loop
 
     return check_wall_start(value)
 
@@ -388,6 +387,5 @@ def configure(
 
 def wall_epoch(options: LoopOptions) -> float:
     """The wall-clock epoch (POSIX timestamp) of ``options.start``: ``wall_start``, else now."""
-    from ._patch import check_wall_start  # lazily: _patch imports the loop
 
     return check_wall_start(options.wall_start)

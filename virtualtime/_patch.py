@@ -94,12 +94,14 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from numbers import Real
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import _hook
-from ._errors import InvalidTypeError, InvalidValueError, UsageError
-from ._loop import VirtualEventLoop, running_virtual_loop
+from ._errors import InvalidTypeError, InvalidValueError, UnsupportedError
 from ._time import TICKS_PER_SECOND, check_finite, to_ticks
+
+if TYPE_CHECKING:  # the loop module imports this one: for annotations only, never at run time
+    from ._loop import VirtualEventLoop
 
 __all__ = [
     "COMPILED",
@@ -107,7 +109,7 @@ __all__ = [
     "ClockPatch",
     "TimePatch",
     "check_wall_start",
-    "wall_time",
+    "wall_datetime",
 ]
 
 _REAL_DATETIME: Final = _dt.datetime
@@ -246,12 +248,6 @@ def _epoch_ns(wall: float) -> int:
     wall clock starts exactly at the datetime the user gave.
     """
     return int(Decimal(repr(wall)).scaleb(9).to_integral_value())
-
-
-def _wall_ns(loop: VirtualEventLoop, wall: float) -> int:
-    # The loop's read-only tick counter (VirtualEventLoop.ticks, its contract with this
-    # module): exact nanoseconds even where loop.time() as a float no longer is.
-    return _epoch_ns(wall) + loop.ticks - to_ticks(loop.start_time)
 
 
 _last_datetime: list[Any] = [None, None, None, None]  # cls, tz, wall_ns -> the value
@@ -423,10 +419,12 @@ class TimePatch(ClockPatch):
 
     __slots__ = ("loop",)
 
-    def __init__(self, loop: VirtualEventLoop, wall_start: float) -> None:
+    def __init__(self, loop: VirtualEventLoop, wall_start: float, *, direct: bool) -> None:
         super().__init__(loop.time, to_ticks(loop.start_time), wall_start)
         self.loop = loop
-        if type(loop).time is VirtualEventLoop.time:  # a subclass may say otherwise
+        # ``direct``: the loop's time() is its own (a subclass may override it), so its tick
+        # attributes may be read in place of calling it (the compiled path does).
+        if direct:
             self._source = loop
 
     def ticks(self) -> int:
@@ -459,26 +457,14 @@ class TrioClockPatch(ClockPatch):
         return f"<TrioClockPatch clock={self.clock!r} wall_start={self.wall_start!r}>"
 
 
-def wall_time(loop: VirtualEventLoop | None = None) -> _dt.datetime:
-    """The virtual wall clock, as a timezone-aware UTC datetime.
+def wall_datetime(wall_start: float, elapsed_ticks: int) -> _dt.datetime:
+    """The wall clock ``elapsed_ticks`` after ``wall_start``, as a UTC datetime (to the µs).
 
-    Use it when code wants to ask for "now" explicitly instead of relying on ``patch_time``:
-    it works whether or not the stdlib clocks are patched, and it is what ``time.time()`` and
-    ``datetime.now(UTC)`` return when they are.  The wall clock is the loop's ``wall_start``
-    (default: the real time when the loop was created) plus the virtual time elapsed since its
-    ``start``, truncated to the microsecond.
-
-    Without an argument it asks the running virtual loop (a :class:`~virtualtime.VirtualTimeError`
-    if there is none); pass ``loop`` to ask a loop from outside, e.g. after ``loop.evolve(60)``.
+    This is :func:`virtualtime.wall_time`'s arithmetic, kept with the other wall clocks; the
+    engine passes its own tick count (exact nanoseconds even where ``loop.time()`` as a float
+    no longer is), so this module never needs the loop.
     """
-    if loop is None:
-        loop = running_virtual_loop("virtualtime.wall_time()")
-    elif not isinstance(loop, VirtualEventLoop):
-        raise InvalidTypeError(
-            f"loop must be a virtualtime.VirtualEventLoop or None, got {loop!r} "
-            f"({type(loop).__name__})"
-        )
-    wall_ns = _wall_ns(loop, loop.wall_start)
+    wall_ns = _epoch_ns(wall_start) + elapsed_ticks
     return _EPOCH_UTC + _dt.timedelta(microseconds=wall_ns // 1000)
 
 
@@ -761,7 +747,7 @@ def _install() -> None:
     """Redirect the clocks (first user) and count one more user."""
     global _users
     if _FREE_THREADED:
-        raise UsageError(
+        raise UnsupportedError(
             "patch_time=True is not supported on a free-threaded (no-GIL) Python build: it "
             "redirects the clock objects in place, which is safe only under the GIL"
         )

@@ -39,6 +39,7 @@ from typing import Final
 from ._errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
+    "NEVER",
     "RESOLUTION",
     "TICKS_PER_SECOND",
     "RateAnchor",
@@ -57,6 +58,10 @@ TICKS_PER_SECOND: Final = 1_000_000_000
 
 RESOLUTION: Final = 1.0 / TICKS_PER_SECOND
 """The smallest step of virtual time, in seconds."""
+
+NEVER: Final = 1 << 125
+"""Tick value of a timer that can never fire (scheduled at +inf); also the horizon of virtual
+time: no option or deadline may reach it."""
 
 _real_monotonic = _stdlib_time.monotonic
 

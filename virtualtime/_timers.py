@@ -25,10 +25,10 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol
 
+from ._time import NEVER
+
 __all__ = ["NEVER", "Entry", "TimerQueue"]
 
-NEVER: Final = 1 << 125
-"""Tick value of an entry that can never fire (scheduled at +inf)."""
 
 COMPACT_MIN: Final = 256
 """Cancelled entries are purged once there are more than this many and they are a quarter."""

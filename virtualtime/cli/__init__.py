@@ -35,7 +35,7 @@ __all__: tuple[str, ...] = (
 
 
 def _command_plot(args: _argparse.Namespace) -> int:
-    from .._trace import NoSuchRows, plot_trace
+    from ..trace import NoSuchRows, plot_trace
 
     if not _os.path.isfile(args.trace):
         _args.error(f"plot: no trace file {_os.path.abspath(args.trace)!r}")

@@ -164,7 +164,7 @@ _RUN_VALUE_OPTIONS: Final = frozenset(
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand (``run``, ``plot``, and those in :data:`SUBCOMMANDS`)."""
-    from .. import __version__
+    from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="virtualtime",

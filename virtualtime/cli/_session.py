@@ -693,7 +693,7 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         all_threads=args.all_threads,
     )
     notes = sys.stderr
-    from .._trace import TraceRecorder
+    from ..trace import TraceRecorder
 
     recorder = TraceRecorder() if args.trace is not None else None
     session = Session(options, notes, recorder)

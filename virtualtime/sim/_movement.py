@@ -81,7 +81,7 @@ import anyio
 import anyio.abc
 
 from .._time import check_delay, delay_ticks, to_seconds, to_ticks
-from .._trace import record_span, recording
+from ..trace import Category, record_span, recording, register_category
 from ._fast import asyncio_loop, set_result
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
 
@@ -92,6 +92,18 @@ __all__ = [
     "JourneyStatus",
     "Vehicle",
 ]
+
+# How traces and timelines draw a journey, by its outcome (the span's category; see Journey).
+for _category in (
+    Category("arrived", "#59a14f", "journey: arrived"),
+    Category("halted", "#e15759", "journey: halted", layer="front", edges=False,
+             until_next=("stopped", "halted, standing"), carry=("position",)),
+    Category("stopped", "#f4a6a7", "halted: standing until it moves again", layer="front",
+             hatch="////"),
+    Category("redirected", "#edc948", "journey: redirected"),
+    Category("reset", "#9c9c9c", "journey: reset"),
+):  # fmt: skip
+    register_category(_category)
 
 P = TypeVar("P")
 V = TypeVar("V", bound="Vehicle[Any]")

@@ -1,0 +1,609 @@
+"""Tracing: what happened when, as a Chrome trace and a timeline picture.
+
+When to use this
+----------------
+``virtualtime run --trace out.json script.py`` writes a trace of the whole run; open it in
+https://ui.perfetto.dev (or ``chrome://tracing``), or draw it with
+``virtualtime plot out.json -o timeline.png``.  From Python, build one from any loop that kept
+history (``virtualtime.new_event_loop(history=100_000)``) with :func:`chrome_trace` and
+:func:`write_trace`, and draw it with :func:`plot_trace`.
+
+How the history becomes rows and spans
+--------------------------------------
+The loop's history (:class:`~virtualtime.HistoryRecord`) lists every timer it dispatched: the
+instant it was scheduled, the instant it fired and what it woke.  A timer that woke a task (its
+``kind`` is :attr:`RecordKind.TASK`: an ``asyncio.sleep``, anyio's ``sleep``, a
+``virtualtime.sleep``) is a stretch that task spent **asleep**, drawn as a ``sleep`` span on
+the task's row from ``scheduled`` to ``time``.  Running takes no virtual time (the clock only
+moves from timer to timer), so a stretch of virtual time between a task waking up and its next
+timed sleep is time it spent **waiting** on something that is not a timer -- a queue, a lock,
+an event, another task, real I/O: that stretch is a ``waiting`` span.  The moment a task runs is
+the tick drawn where a sleep ends.  A timer whose callback is not a task wake-up (a
+``call_later`` callback, the expiry of ``asyncio.timeout``) is an instant event on the
+``timers`` row.  Sleeps that were cancelled before they fired never reach the history, so a task
+whose sleep was cut short by a timeout shows that stretch as waiting.
+
+Other layers add their own spans through :func:`record_span`, and describe their span
+categories (colour, legend, how they are drawn) with :func:`register_category`: the
+simulation toolkit reports each vehicle journey there, with its outcome, and registers the
+outcomes as categories.  A category can ask for the stretch after each of its spans to be
+drawn too (:attr:`Category.until_next`): a journey that ended ``halted`` leaves its vehicle
+standing until its next journey begins, or until the run ends, and that stretch becomes a
+``stopped`` span of its own, so a breakdown shows as long as it lasted.  The trace keeps the
+style of every category it uses (``otherData.categories``), so a file plots the same in a
+process that never imported the layer that wrote it.  Spans that share a row never overlap: a row
+whose spans would overlap (two tasks with the same name) is split into lanes
+(``"worker (2)"``).  When history records carry a ``task_id``, a gap between the spans of two
+different tasks that share a name is left empty rather than drawn as waiting; without it, tasks
+that share a name one after another (anyio names tasks after their function) look like one
+task that waited in between.
+
+Who records
+-----------
+The active :class:`TraceRecorder` lives in a :class:`contextvars.ContextVar`: entering one
+makes it active in the current context, and so in every task started from there and in
+``asyncio.to_thread`` workers (which copy the context).  A thread started directly with
+:class:`threading.Thread` begins with a fresh context and records nothing unless its target
+runs under :meth:`contextvars.Context.run` of a copied context.
+
+Units and layout
+----------------
+Trace time is virtual time: one virtual second is 1,000,000 trace microseconds, so Perfetto's
+time axis reads in virtual seconds.  Each loop (each ``asyncio.run``) is a trace *process*
+(``pid``) and each row a *thread* (``tid``), numbered in order of the row's first span;
+``tid`` 0 of every process is the ``timers`` row, sorted last.  Events are sorted by row and
+then by time.
+
+The picture is drawn by :func:`plot_trace` (its own module, ``virtualtime.trace._plot``;
+matplotlib is imported only when it is called).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar, Token
+from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from .._errors import InvalidTypeError, InvalidValueError
+from .._loop import RecordKind
+from .._version import __version__
+
+if TYPE_CHECKING:
+    from .._loop import HistoryRecord
+
+__all__ = [
+    "MICROSECONDS",
+    "TIMERS_ROW",
+    "Category",
+    "NoSuchRows",
+    "RecordKind",
+    "Span",
+    "TraceRecorder",
+    "categories",
+    "chrome_trace",
+    "load_trace",
+    "plot_trace",
+    "record_span",
+    "recording",
+    "register_category",
+    "write_trace",
+]
+
+MICROSECONDS: Final = 1_000_000
+"""Trace microseconds per virtual second."""
+
+TIMERS_ROW: Final = "timers"
+"""Name of the row (``tid`` 0) that holds instants for timers that are plain callbacks."""
+
+
+def _ts(seconds: float) -> float:
+    """Virtual seconds to trace microseconds, to the nanosecond."""
+    return round(seconds * MICROSECONDS, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One stretch of virtual time on a named row, reported by :func:`record_span`."""
+
+    row: str
+    name: str
+    start: float
+    end: float
+    category: str = "span"
+    args: Mapping[str, object] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- recording
+
+
+class TraceRecorder:
+    """Collects the runs of a program and the spans other layers report, for one trace.
+
+    Use it as a context manager around the code you want traced: while it is active,
+    :func:`record_span` files spans into it, each under the run (loop or trio clock) it was
+    reported from.  Call :meth:`add_run` for every loop or clock that should appear (in the
+    order they should appear), then :meth:`trace` or :meth:`write`.  The ``virtualtime run
+    --trace`` command does exactly this.
+    """
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[object, str, Sequence[HistoryRecord], int]] = []
+        self._keys: dict[int, int] = {}
+        self._spans: dict[int, list[Span]] = {}
+        self._tokens: list[Token[TraceRecorder | None]] = []
+
+    def __enter__(self) -> TraceRecorder:
+        self._tokens.append(_active.set(self))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _active.reset(self._tokens.pop())
+
+    def add_run(
+        self,
+        key: object,
+        label: str,
+        history: Sequence[HistoryRecord] = (),
+        dropped: int = 0,
+    ) -> None:
+        """Register one run: ``key`` is its loop or clock, ``history`` what it dispatched.
+
+        ``dropped`` is how many timers fired that the (bounded) history no longer holds; it
+        is noted in the trace.  Registering a key again replaces its label and history.
+        """
+        index = self._index(key)
+        self._runs[index] = (key, label, tuple(history), dropped)
+
+    def forget(self, key: object) -> None:
+        """Stop filing spans under ``key``'s run, and let go of ``key``; its run stays.
+
+        Call it when the loop or clock is done (closed), so the recorder does not keep it
+        alive and a new loop that happens to get the same ``id`` starts a run of its own.
+        """
+        index = self._keys.pop(id(key), None)
+        if index is not None:
+            _key, label, history, dropped = self._runs[index]
+            self._runs[index] = (None, label, history, dropped)
+
+    def add_span(self, span: Span, key: object | None = None) -> None:
+        """File ``span`` under the run of ``key`` (default: the run that is executing now)."""
+        if key is None:
+            key = _current_run_key()
+        self._spans.setdefault(self._index(key), []).append(span)
+
+    def _index(self, key: object) -> int:
+        index = self._keys.get(id(key))
+        if index is None:
+            index = self._keys[id(key)] = len(self._runs)
+            self._runs.append((key, f"run {index + 1}", (), 0))
+        return index
+
+    def trace(self, **metadata: object) -> dict[str, Any]:
+        """The Chrome trace of every registered run, one trace process per run."""
+        events: list[dict[str, Any]] = []
+        runs = []
+        for index, (_key, label, history, dropped) in enumerate(self._runs):
+            pid = index + 1
+            events.extend(_run_events(history, self._spans.get(index, ()), pid=pid, label=label))
+            runs.append({"pid": pid, "label": label, "timers": len(history), "dropped": dropped})
+        return _document(events, runs=runs, **metadata)
+
+    def write(self, path: str | os.PathLike[str], **metadata: object) -> int:
+        """Write :meth:`trace` to ``path``; return the number of events written."""
+        return write_trace(self.trace(**metadata), path)
+
+
+_active: Final[ContextVar[TraceRecorder | None]] = ContextVar(
+    "virtualtime.trace.recorder", default=None
+)
+"""The recorder :func:`record_span` files into in this context (None: nothing records)."""
+
+
+def recording() -> bool:
+    """Whether a trace is being recorded now (so :func:`record_span` is not a no-op).
+
+    Check it before building expensive span arguments.
+    """
+    return _active.get() is not None
+
+
+def record_span(
+    row: str, name: str, start: float, end: float, *, category: str = "span", **args: object
+) -> None:
+    """Report that ``row`` spent virtual time ``start``..``end`` doing ``name``.
+
+    This is the hook other layers call to appear in traces and timelines; when nothing is recording
+    it only checks the times.  ``row`` names the timeline row (``"vehicle van-1"``), ``name``
+    labels the span (``"depot -> dock 3"``), ``category`` groups spans for colour (describe a
+    category of your own with :func:`register_category`; an unknown one is drawn in a colour of
+    its own, labelled with its name), and ``args`` are shown when the span is selected in
+    Perfetto.  Times are virtual seconds of the clock the caller runs on; ``end`` must not be
+    before ``start``.
+    """
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise InvalidValueError(
+            f"record_span: start and end must be finite, got {start!r}, {end!r}"
+        )
+    if end < start:
+        raise InvalidValueError(f"record_span: end ({end!r}) must not be before start ({start!r})")
+    recorder = _active.get()
+    if recorder is None:
+        return
+    recorder.add_span(Span(str(row), str(name), float(start), float(end), category, args))
+
+
+def _current_run_key() -> object:
+    """The running asyncio loop or trio clock, or None when neither is running."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            clock: object = trio.lowlevel.current_clock()
+        except RuntimeError:
+            return None
+        return clock
+    return None
+
+
+# --------------------------------------------------------------------------- building
+
+
+def chrome_trace(
+    history: Iterable[HistoryRecord],
+    spans: Iterable[Span] = (),
+    *,
+    label: str = "virtual loop",
+) -> dict[str, Any]:
+    """The Chrome trace (a JSON-ready dict) of one loop's ``history`` plus extra ``spans``.
+
+    Use it to trace a loop you run yourself::
+
+        loop = virtualtime.new_event_loop(history=100_000)
+        loop.run_until_complete(main())
+        write_trace(chrome_trace(loop.history), "out.json")
+    """
+    records = tuple(history)
+    events = _run_events(records, tuple(spans), pid=1, label=label)
+    return _document(events, runs=[{"pid": 1, "label": label, "timers": len(records)}])
+
+
+def write_trace(trace: Mapping[str, Any], path: str | os.PathLike[str]) -> int:
+    """Write ``trace`` as JSON, one event per line; return how many events it holds."""
+    events = trace["traceEvents"]
+    rest = {key: value for key, value in trace.items() if key != "traceEvents"}
+    with open(path, "w", encoding="utf-8") as file:
+        file.write('{"traceEvents": [\n')
+        file.write(",\n".join(json.dumps(event, separators=(",", ":")) for event in events))
+        file.write("\n]")
+        for key, value in rest.items():
+            file.write(f",\n{json.dumps(key)}: {json.dumps(value)}")
+        file.write("\n}\n")
+    return len(events)
+
+
+def _document(events: list[dict[str, Any]], **metadata: object) -> dict[str, Any]:
+    used = {str(e["cat"]) for e in events if e["ph"] == "X"}
+    if any(e["ph"] == "i" for e in events):
+        used.add("timer")
+    styles = {name: _style(c) for name, c in _categories.items() if name in used}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "generator": f"virtualtime {__version__}",
+            "time": "virtual: 1 virtual second = 1,000,000 trace microseconds",
+            **metadata,
+            "categories": styles,
+        },
+    }
+
+
+def _style(category: Category) -> dict[str, Any]:
+    """How ``category`` is drawn, as kept in a trace file (what the picture needs)."""
+    style = asdict(category)
+    del style["name"], style["until_next"], style["carry"]
+    return style
+
+
+class _Lanes:
+    """Rows of one trace process, split into non-overlapping lanes (trace threads)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.names: dict[int, str] = {0: TIMERS_ROW}
+        # row name -> lanes: [tid, end of the last span, owner of the last span]
+        self._rows: dict[str, list[list[Any]]] = {}
+        self._next = 1
+
+    def place(
+        self, row: str, start: float, end: float, owner: object = None
+    ) -> tuple[int, float | None]:
+        """A lane of ``row`` free at ``start``, and when the same owner's last span there ended.
+
+        ``owner`` identifies what the span belongs to (a task); a lane that ``owner`` used last
+        is preferred, so one task stays on one lane.  The second value is None unless the
+        lane's previous span had the same owner (or owners are unknown).
+        """
+        lanes = self._rows.setdefault(row, [])
+        free = [lane for lane in lanes if lane[1] <= start]
+        best = None
+        if owner is not None:
+            best = next((lane for lane in free if lane[2] == owner), None)
+        if best is None and free:
+            best = max(free, key=lambda lane: lane[1])
+        if best is None:
+            tid = self._next
+            self._next += 1
+            self.names[tid] = row if not lanes else f"{row} ({len(lanes) + 1})"
+            best = [tid, -math.inf, None]
+            lanes.append(best)
+        previous, previous_owner = best[1], best[2]
+        best[1], best[2] = end, owner
+        if previous == -math.inf or previous_owner != owner:
+            return best[0], None
+        return best[0], previous
+
+
+def _run_events(
+    history: Sequence[HistoryRecord], spans: Iterable[Span], *, pid: int, label: str
+) -> list[dict[str, Any]]:
+    lanes = _Lanes(pid)
+    body: list[dict[str, Any]] = []
+    for record in history:
+        if record.kind is RecordKind.TASK:
+            start, end = record.scheduled, record.time
+            # Tasks may share a name (anyio names them after their function); when the loop
+            # tells tasks apart, a gap between two different tasks is not drawn as waiting.
+            owner = record.task_id
+            tid, previous = lanes.place(record.task_name or "", start, end, owner)
+            if previous is not None and previous < start:
+                body.append(_span(pid, tid, "waiting", "waiting", previous, start, {}))
+            args = {"slept": end - start, "priority": record.priority, "seq": record.seq}
+            body.append(_span(pid, tid, "sleep", "sleep", start, end, args))
+        else:
+            body.append(
+                {
+                    "ph": "i",
+                    "s": "t",
+                    "name": record.what,
+                    "cat": "timer",
+                    "pid": pid,
+                    "tid": 0,
+                    "ts": _ts(record.time),
+                    "args": {
+                        "scheduled": record.scheduled,
+                        "delay": record.time - record.scheduled,
+                        "priority": record.priority,
+                        "seq": record.seq,
+                    },
+                }
+            )
+    ordered = sorted(spans, key=lambda s: (s.start, s.end))
+    ordered = sorted(ordered + _standing(ordered, _run_end(history, ordered)), key=_span_order)
+    for span in ordered:
+        tid, _previous = lanes.place(span.row, span.start, span.end)
+        extra: dict[str, Any] = dict(span.args)
+        body.append(_span(pid, tid, span.name, span.category, span.start, span.end, extra))
+    # Number the rows in order of their first span (then by name); timers go last.
+    first: dict[int, float] = {}
+    for event in body:
+        if event["tid"]:
+            first[event["tid"]] = min(first.get(event["tid"], math.inf), event["ts"])
+    order = sorted(first, key=lambda tid: (first[tid], lanes.names[tid]))
+    renumber = {old: new for new, old in enumerate(order, start=1)}
+    renumber[0] = 0
+    for event in body:
+        event["tid"] = renumber[event["tid"]]
+    names = {renumber[tid]: name for tid, name in lanes.names.items() if tid in renumber}
+    body.sort(key=lambda event: (event["tid"], event["ts"]))
+    meta: list[dict[str, Any]] = [
+        _meta(pid, 0, "process_name", name=label),
+        _meta(pid, 0, "process_sort_index", sort_index=pid),
+    ]
+    for tid, name in sorted(names.items()):
+        meta.append(_meta(pid, tid, "thread_name", name=name))
+        meta.append(_meta(pid, tid, "thread_sort_index", sort_index=tid or len(names)))
+    return meta + body
+
+
+def _span_order(span: Span) -> tuple[float, float]:
+    return span.start, span.end
+
+
+def _run_end(history: Sequence[HistoryRecord], spans: Sequence[Span]) -> float:
+    """The last instant anything in this run is known to have happened."""
+    ends = [record.time for record in history] + [span.end for span in spans]
+    return max(ends, default=0.0)
+
+
+def _standing(spans: Sequence[Span], end: float) -> list[Span]:
+    """After each span whose category has ``until_next``, the stretch until its row moves on.
+
+    The added span lasts until the row's next span starts (or ``end``, the end of the run).
+    """
+    following = {n: c for n, c in _categories.items() if c.until_next is not None}
+    if not following:
+        return []
+    by_row: dict[str, list[Span]] = {}
+    for span in spans:
+        by_row.setdefault(span.row, []).append(span)
+    added = []
+    for row, row_spans in by_row.items():
+        for index, span in enumerate(row_spans):
+            category = following.get(span.category)
+            if category is None or category.until_next is None:
+                continue
+            later = [s.start for s in row_spans[index + 1 :] if s.start >= span.end]
+            until = min(later, default=end)
+            if until > span.end:
+                then, name = category.until_next
+                args: dict[str, object] = {key: span.args.get(key) for key in category.carry}
+                args["after"] = span.name
+                added.append(Span(row, name, span.end, until, then, args))
+    return added
+
+
+def _meta(pid: int, tid: int, kind: str, **args: object) -> dict[str, Any]:
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": args}
+
+
+def _span(
+    pid: int, tid: int, name: str, category: str, start: float, end: float, args: dict[str, Any]
+) -> dict[str, Any]:
+    ts = _ts(start)
+    return {
+        "ph": "X",
+        "name": name,
+        "cat": category,
+        "pid": pid,
+        "tid": tid,
+        "ts": ts,
+        "dur": max(_ts(end) - ts, 0.0),
+        "args": args,
+    }
+
+
+def load_trace(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
+    """Read a Chrome trace file (or pass a trace dict through), checking its basic shape."""
+    if isinstance(source, Mapping):
+        trace = dict(source)
+    else:
+        with open(source, encoding="utf-8") as file:
+            try:
+                loaded = json.load(file)
+            except json.JSONDecodeError as error:
+                raise InvalidValueError(f"{os.fspath(source)!r} is not JSON: {error}") from None
+        trace = {"traceEvents": loaded} if isinstance(loaded, list) else loaded
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise InvalidValueError(
+            "not a Chrome trace: expected a JSON object with a 'traceEvents' list "
+            "(as written by virtualtime run --trace)"
+        )
+    return trace
+
+
+# --------------------------------------------------------------------------- categories
+
+
+_COLOUR: Final = re.compile(r"#[0-9a-fA-F]{6}")
+_LAYERS: Final = ("band", "bar", "front")
+
+
+@dataclass(frozen=True, slots=True)
+class Category:
+    """How the timeline draws the spans of one category, registered by :func:`register_category`.
+
+    Describe a category when a layer of yours reports spans (:func:`record_span`) and its
+    picture should read well: a colour, the legend's words, and how the spans sit on a row.
+
+    ``layer`` is ``"band"`` (a thin strip behind everything: a task asleep or waiting),
+    ``"bar"`` (a full-height bar, the default) or ``"front"`` (a bar drawn above the others
+    and never narrower than a few pixels: the event a reader looks for, such as a breakdown).
+    ``hatch`` is a matplotlib hatch pattern (``"////"``) or None.  ``edges`` draws a thin
+    white edge round each bar, so that back-to-back spans stay distinct.
+
+    ``until_next`` is ``(category, name)``: after each span of this category, the trace adds
+    a span of that category and name lasting until the row's next span starts (or until the
+    run ends) -- what the row was doing in between.  ``carry`` names arguments of the span
+    that the added span repeats (each None when the span has no such argument).
+    """
+
+    name: str
+    colour: str
+    legend: str
+    layer: Literal["band", "bar", "front"] = "bar"
+    hatch: str | None = None
+    edges: bool = True
+    until_next: tuple[str, str] | None = None
+    carry: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for label in ("name", "legend"):
+            value = getattr(self, label)
+            if not isinstance(value, str) or not value:
+                raise InvalidValueError(f"Category: {label} must be a non-empty str, got {value!r}")
+        if not isinstance(self.colour, str) or not _COLOUR.fullmatch(self.colour):
+            raise InvalidValueError(
+                f"Category {self.name!r}: colour must be '#rrggbb' (six hex digits), "
+                f"got {self.colour!r}"
+            )
+        if self.layer not in _LAYERS:
+            raise InvalidValueError(
+                f"Category {self.name!r}: layer must be one of {', '.join(map(repr, _LAYERS))}, "
+                f"got {self.layer!r}"
+            )
+        if self.hatch is not None and (not isinstance(self.hatch, str) or not self.hatch):
+            raise InvalidValueError(
+                f"Category {self.name!r}: hatch must be None or a non-empty str, got {self.hatch!r}"
+            )
+        if not isinstance(self.edges, bool):
+            raise InvalidValueError(
+                f"Category {self.name!r}: edges must be a bool, got {self.edges!r}"
+            )
+        then = self.until_next
+        if then is not None and not (
+            isinstance(then, tuple)
+            and len(then) == 2
+            and all(isinstance(t, str) and t for t in then)
+        ):
+            raise InvalidValueError(
+                f"Category {self.name!r}: until_next must be None or (category, name), two "
+                f"non-empty strs, got {then!r}"
+            )
+        if not isinstance(self.carry, tuple) or not all(isinstance(k, str) for k in self.carry):
+            raise InvalidValueError(
+                f"Category {self.name!r}: carry must be a tuple of str, got {self.carry!r}"
+            )
+
+
+_categories: dict[str, Category] = {}
+
+
+def register_category(category: Category, *, replace: bool = False) -> None:
+    """Teach traces and timelines a span category: its colour, legend and drawing.
+
+    This is the extension point for layers that report spans: call it once, at import, for
+    each category the layer's :func:`record_span` calls use (the simulation toolkit
+    registers its journey outcomes this way).  Registering an equal category again does
+    nothing; a different one under a name already taken is a ``ValueError`` unless
+    ``replace=True`` (for example to recolour a built-in category).
+    """
+    if not isinstance(category, Category):
+        raise InvalidTypeError(f"register_category needs a Category, got {category!r}")
+    known = _categories.get(category.name)
+    if known is not None and known != category and not replace:
+        raise InvalidValueError(
+            f"register_category: category {category.name!r} is already registered as "
+            f"{known!r}; pass replace=True to change it"
+        )
+    _categories[category.name] = category
+
+
+def categories() -> Mapping[str, Category]:
+    """Every registered category by name, read-only, in the order they were registered."""
+    return MappingProxyType(_categories)
+
+
+for _builtin in (
+    Category("sleep", "#c6dbef", "asleep on a timer", layer="band", edges=False),
+    Category("waiting", "#f28e2b", "waiting: on a queue, lock, event, task or I/O", layer="band"),
+    Category("span", "#4e79a7", "span"),
+    Category("timer", "#3b3b3b", "timer callback"),
+):
+    register_category(_builtin)
+del _builtin
+
+from ._plot import NoSuchRows as NoSuchRows  # noqa: E402  (it needs the registry above)
+from ._plot import plot_trace as plot_trace  # noqa: E402
