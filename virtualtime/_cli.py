@@ -314,6 +314,11 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--max-rows", type=_count_arg(1), default=40, metavar="N", help="rows to draw (40)"
     )
+    # --- experiment hook (issue 17): the sub-command lives in virtualtime/experiment/_cli.py
+    from .experiment._cli import add_subcommand as _add_experiment
+
+    _add_experiment(commands)
+    # --- end of experiment hook
     plot.add_argument(
         "--rows",
         action="append",
@@ -1293,9 +1298,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     parser = _build_parser()
-    if argv and argv[0] not in ("run", "plot") and not argv[0].startswith("-"):
+    if argv and argv[0] not in ("run", "plot", "experiment") and not argv[0].startswith("-"):
         hint = f" (did you mean: virtualtime run {argv[0]}?)" if argv[0].endswith(".py") else ""
-        _error(f"unknown command {argv[0]!r}; commands are run and plot{hint}")
+        _error(f"unknown command {argv[0]!r}; commands are run, plot and experiment{hint}")
         return EXIT_USAGE
     script_args: list[str] = []
     if argv and argv[0] == "run":
@@ -1310,4 +1315,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if args.command == "plot":
         return _command_plot(args)
+    if args.command == "experiment":  # experiment hook (issue 17)
+        from .experiment._cli import main as _experiment_main
+
+        return _experiment_main(args)
     return _command_run(args, script_args)
