@@ -102,7 +102,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
             import distributed
 
             cluster = stack.enter_context(
-                distributed.LocalCluster(
+                distributed.LocalCluster(  # type: ignore[no-untyped-call]
                     n_workers=2,
                     threads_per_worker=1,
                     host="127.0.0.1",
@@ -110,7 +110,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
                     silence_logs=50,
                 )
             )
-            executor = stack.enter_context(distributed.Client(cluster))
+            executor = stack.enter_context(distributed.Client(cluster))  # type: ignore[no-untyped-call]
         elif name == "ray":
             import ray
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ._executors import Backend, backend_for, chunked
+from ._executors import Backend, Serial, backend_for, chunked
 from ._model import Model, ModelRef, Outcome, Task, execute, reference, stream_text
 from ._results import KEY_COLUMNS, TAIL_COLUMNS, Failure, Results
 from ._stats import _check_confidence, t_quantile
@@ -202,6 +202,8 @@ def sweep(
     results.baseline = results._scenario_index(baseline)
     backend, owned = backend_for(executor)
     results.executor = backend.name
+    if isinstance(backend, Serial) and callable(model):
+        sent = model  # in this process: the function itself, not a reference to re-import
     try:
         _drive(
             backend,
