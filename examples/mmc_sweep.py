@@ -114,9 +114,7 @@ def main(executor: str | None = None) -> None:
             "wait": [erlang_c(c, ARRIVALS_PER_MINUTE, SERVICE_PER_MINUTE)[1] for c in TELLERS],
             "waited": [erlang_c(c, ARRIVALS_PER_MINUTE, SERVICE_PER_MINUTE)[0] for c in TELLERS],
         }
-        from virtualtime.experiment._plot import plot_results
-
-        plot_results(results, sys.argv[2], title="M/M/c bank", reference=wanted)
+        results.plot(sys.argv[2], title="M/M/c bank", reference=wanted)
 
 
 if __name__ == "__main__":

@@ -275,11 +275,21 @@ class Results:
             return target
         raise ValueError(f"results are written to .parquet or .csv, got {str(path)!r}")
 
-    def plot(self, path: str | Path, *, title: str | None = None) -> Path:
-        """Draw each output's mean and interval per scenario; see :func:`plot_results`."""
+    def plot(
+        self,
+        path: str | Path,
+        *,
+        title: str | None = None,
+        reference: Mapping[str, list[float]] | None = None,
+    ) -> Path:
+        """Draw each output's mean and interval per scenario (one panel per output).
+
+        ``reference`` maps an output to a known value per scenario (an analytic answer),
+        drawn as crosses, so you see at a glance whether each interval covers it.
+        """
         from ._plot import plot_results
 
-        return plot_results(self, path, title=title)
+        return plot_results(self, path, title=title, reference=reference)
 
     def __repr__(self) -> str:
         return (
