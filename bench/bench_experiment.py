@@ -106,7 +106,7 @@ def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
                     n_workers=2,
                     threads_per_worker=1,
                     host="127.0.0.1",
-                    dashboard_address=None,
+                    dashboard_address="127.0.0.1:0",  # loopback, any free port (None means 8787)
                     silence_logs=50,
                 )
             )

@@ -29,7 +29,7 @@ def client() -> Iterator[Any]:
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
-            dashboard_address=None,
+            dashboard_address="127.0.0.1:0",  # loopback, any free port (None means 8787)
             silence_logs=50,
         ) as cluster,
         distributed.Client(cluster) as dask_client,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._runner import run as _virtual_run
+from .. import run as _virtual_run  # the public runner: a fresh virtual loop per call
 
 __all__ = ["ModelRef", "Outcome", "Task", "execute", "make_rng", "run_one"]
 
