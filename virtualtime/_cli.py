@@ -314,17 +314,17 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--max-rows", type=_count_arg(1), default=40, metavar="N", help="rows to draw (40)"
     )
-    # --- experiment hook (issue 17): the sub-command lives in virtualtime/experiment/_cli.py
-    from .experiment._cli import add_subcommand as _add_experiment
-
-    _add_experiment(commands)
-    # --- end of experiment hook
     plot.add_argument(
         "--rows",
         action="append",
         metavar="PATTERN",
         help="draw only rows whose name matches (shell-style, e.g. 'vehicle *'; repeatable)",
     )
+    # --- experiment hook (issue 17): the sub-command lives in virtualtime/experiment/_cli.py
+    from .experiment._cli import add_subcommand as _add_experiment
+
+    _add_experiment(commands)
+    # --- end of experiment hook
     return parser
 
 
