@@ -78,6 +78,23 @@ The ``virtualtime`` command dispatches ``args.command`` to :data:`HANDLERS` for 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {}
 """name -> the function that runs a subcommand of :data:`SUBCOMMANDS`; returns the status."""
 
+
+def _add_experiment(commands: Any) -> None:
+    # The parser needs only the standard library; numpy and the executors load when it runs.
+    from ..experiment._cli import add_subcommand
+
+    add_subcommand(commands)
+
+
+def _run_experiment(args: argparse.Namespace) -> int:
+    from ..experiment._cli import main
+
+    return main(args)
+
+
+SUBCOMMANDS["experiment"] = _add_experiment
+HANDLERS["experiment"] = _run_experiment
+
 # --------------------------------------------------------------------------- small parsers
 
 

@@ -1,0 +1,314 @@
+"""What runs on a worker: a model reference, one replication's task, and its outcome.
+
+Everything here is picklable with plain :mod:`pickle`, so one task travels unchanged to a
+process pool, a Dask worker or a Ray worker; the worker resolves the model itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import math
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import run as _virtual_run  # the public runner: a fresh virtual loop per call
+from .._errors import InvalidTypeError, InvalidValueError
+
+__all__ = ["ModelRef", "Outcome", "Task", "execute", "make_rng", "run_one"]
+
+Model = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """Where a worker finds the model: a module (or a file) and a name in it.
+
+    A model defined at module level is sent as this reference, not as pickled code: a worker
+    imports the module by name, or loads the file when the name cannot be imported there
+    (a script, ``__main__``, a test file).  Anything else (a lambda, a closure, a partial) is
+    sent as the object itself, so it must be picklable by the executor's serializer.
+    """
+
+    module: str
+    name: str
+    file: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> ModelRef:
+        """``"path/to/model.py:name"`` or ``"package.module:name"``, as the CLI takes it."""
+        if not isinstance(spec, str) or spec.count(":") < 1:
+            raise InvalidValueError(
+                f"a model reference is 'file.py:function' or 'module:function', got {spec!r}"
+            )
+        where, _, name = spec.rpartition(":")
+        if not where or not name.isidentifier():
+            raise InvalidValueError(
+                f"a model reference is 'file.py:function' or 'module:function', got {spec!r}"
+            )
+        if where.endswith(".py") or "/" in where or "\\" in where:
+            path = Path(where).resolve()
+            if not path.is_file():
+                raise InvalidValueError(f"model file {where!r} does not exist")
+            return cls(module=f"_virtualtime_model_{path.stem}", name=name, file=str(path))
+        return cls(module=where, name=name)
+
+    def resolve(self) -> Model:
+        """The model function itself (imported, or loaded from the file), cached per process."""
+        key = (self.module, self.name, self.file)
+        cached = _RESOLVED.get(key)
+        if cached is not None:
+            return cached
+        module: Any = None
+        if self.module != "__main__" and not self.module.startswith("_virtualtime_model_"):
+            try:
+                module = importlib.import_module(self.module)
+            except ImportError:
+                if self.file is None:
+                    raise
+        if module is None:
+            if self.file is None:
+                raise ImportError(f"cannot find the model's module {self.module!r}")
+            module = sys.modules.get(_file_module_name(self.file))
+            if module is None:
+                module = _load_file(self.file)
+        target: Any = module
+        for part in self.name.split("."):
+            target = getattr(target, part, None)
+            if target is None:
+                where = self.file or self.module
+                raise AttributeError(f"{where} has no model named {self.name!r}")
+        if not callable(target):
+            raise InvalidTypeError(f"{self.name!r} in {self.file or self.module} is not callable")
+        _RESOLVED[key] = target
+        return target  # type: ignore[no-any-return]
+
+    def __str__(self) -> str:
+        return f"{self.file or self.module}:{self.name}"
+
+
+_RESOLVED: dict[tuple[str, str, str | None], Model] = {}
+
+
+def _file_module_name(file: str) -> str:
+    return f"_virtualtime_model_{abs(hash(file)):x}_{Path(file).stem}"
+
+
+def _load_file(file: str) -> Any:
+    name = _file_module_name(file)
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load a model from {file!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def reference(model: Model | str | ModelRef) -> Model | ModelRef:
+    """What to send to workers for ``model`` (a :class:`ModelRef` when one can be made)."""
+    if isinstance(model, ModelRef):
+        return model
+    if isinstance(model, str):
+        return ModelRef.parse(model)
+    if not callable(model):
+        raise InvalidTypeError(f"model must be a function or 'file.py:function', got {model!r}")
+    module = getattr(model, "__module__", None)
+    qualname = getattr(model, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return model  # a lambda, closure or callable object: sent as itself
+    mod = sys.modules.get(module)
+    file = getattr(mod, "__file__", None)
+    if module == "__main__" and file is None:
+        return model  # an interactive session: nothing a worker could load
+    return ModelRef(module=module, name=qualname, file=str(Path(file).resolve()) if file else None)
+
+
+def make_rng(seed: int, stream: Sequence[int]) -> np.random.Generator:
+    """The generator of one replication: ``SeedSequence(seed)``'s child at ``stream``.
+
+    ``SeedSequence(seed, spawn_key=(i,))`` is exactly ``SeedSequence(seed).spawn(n)[i]``
+    for any ``n > i``, so a replication's stream does not depend on how many there are.
+    """
+    sequence = np.random.SeedSequence(seed, spawn_key=tuple(stream))
+    return np.random.Generator(np.random.PCG64(sequence))
+
+
+@dataclass(frozen=True)
+class Task:
+    """One replication to run: which scenario, which index, which random stream."""
+
+    scenario: int
+    replication: int
+    params: Mapping[str, Any]
+    seed: int
+    stream: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.scenario, self.replication)
+
+
+@dataclass
+class Outcome:
+    """What one replication gave: its outputs, or the error it raised (with traceback)."""
+
+    scenario: int
+    replication: int
+    outputs: dict[str, float] | None
+    end_time: float
+    wall_seconds: float
+    error: str | None = None
+    traceback: str | None = None
+    worker: str = field(default="")
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.scenario, self.replication)
+
+
+def _as_outputs(value: object) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise InvalidTypeError(
+            f"a model must return a mapping of output names to numbers, got {value!r}"
+        )
+    outputs: dict[str, float] = {}
+    for name, number in value.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidTypeError(f"output names must be non-empty strings, got {name!r}")
+        if isinstance(number, bool) or not isinstance(number, (int, float, np.number)):
+            raise InvalidTypeError(f"output {name!r} must be a number, got {number!r}")
+        outputs[name] = float(number)
+    return outputs
+
+
+def _call(model: Model, params: Mapping[str, Any], rng: np.random.Generator) -> tuple[Any, float]:
+    """Run the model once: an async model on a fresh virtual loop; returns (value, end time)."""
+    if inspect.iscoroutinefunction(model):
+        coro = model(params, rng)
+    else:
+        coro = model(params, rng)
+        if not inspect.iscoroutine(coro):
+            return coro, math.nan
+    ends: list[float] = []
+
+    async def main() -> Any:
+        value = await coro
+        ends.append(asyncio.get_running_loop().time())
+        return value
+
+    value = _virtual_run(main())
+    return value, ends[0]
+
+
+def run_one(
+    model: Model | str | ModelRef,
+    params: Mapping[str, Any] | None = None,
+    *,
+    seed: int,
+    stream: Sequence[int] | str = (0,),
+) -> dict[str, float]:
+    """Run one replication here and now, and let its exception out: for re-running a failure.
+
+    ``seed`` and ``stream`` are the columns of that replication's row (or the fields of its
+    :class:`Failure`); the model gets exactly the random stream it had in the experiment, so
+    a replication that raised raises again, under a debugger if you like.
+    """
+    if isinstance(model, ModelRef):
+        fn = model.resolve()
+    elif callable(model):
+        fn = model  # the very function: nothing to import (or to execute twice)
+    else:
+        ref = reference(model)
+        fn = ref.resolve() if isinstance(ref, ModelRef) else ref
+    value, _ = _call(fn, dict(params or {}), make_rng(seed, parse_stream(stream)))
+    return _as_outputs(value)
+
+
+def parse_stream(stream: Sequence[int] | str) -> tuple[int, ...]:
+    """A stream key from its table form (``"3"`` or ``"1.3"``) or a sequence of ints."""
+    if isinstance(stream, str):
+        try:
+            parts = tuple(int(part) for part in stream.split("."))
+        except ValueError:
+            raise InvalidValueError(f"a stream is like '3' or '1.3', got {stream!r}") from None
+    else:
+        parts = tuple(stream)
+    if not parts or any(isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in parts):
+        raise InvalidValueError(f"a stream is one or more non-negative integers, got {stream!r}")
+    return parts
+
+
+def stream_text(stream: Sequence[int]) -> str:
+    return ".".join(str(part) for part in stream)
+
+
+def execute(model: Model | ModelRef, tasks: Sequence[Task]) -> list[Outcome]:
+    """Run a chunk of replications on this worker; a raising replication becomes an outcome."""
+    worker = f"{_hostname()}:{_pid()}"
+    try:
+        fn = model.resolve() if isinstance(model, ModelRef) else model
+    except Exception as error:  # the model cannot even be found: every task fails alike
+        text = traceback.format_exc()
+        return [
+            Outcome(t.scenario, t.replication, None, math.nan, 0.0, repr(error), text, worker)
+            for t in tasks
+        ]
+    outcomes: list[Outcome] = []
+    for task in tasks:
+        began = time.perf_counter()
+        try:
+            value, end = _call(fn, task.params, make_rng(task.seed, task.stream))
+            outputs = _as_outputs(value)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            outcomes.append(
+                Outcome(
+                    task.scenario,
+                    task.replication,
+                    None,
+                    math.nan,
+                    time.perf_counter() - began,
+                    f"{type(error).__name__}: {error}",
+                    traceback.format_exc(),
+                    worker,
+                )
+            )
+            continue
+        outcomes.append(
+            Outcome(
+                task.scenario,
+                task.replication,
+                outputs,
+                end,
+                time.perf_counter() - began,
+                worker=worker,
+            )
+        )
+    return outcomes
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
