@@ -57,7 +57,9 @@ import sniffio
 
 from .._errors import DeadlockError, VirtualTimeError
 from .._time import check_delay, to_seconds, to_ticks
+from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
+from ._fast import trio_module
 from ._stats import Tally, TimeSeries
 
 __all__ = [
@@ -148,7 +150,7 @@ class _Waiter:
     __slots__ = ("_callbacks", "_event", "_exc", "_state", "_value")
 
     def __init__(self) -> None:
-        self._event = anyio.Event()
+        self._event = trio_module().Event()
         self._state = _PENDING
         self._value: Any = None
         self._exc: BaseException | None = None
@@ -205,7 +207,7 @@ def _suspend_once(env: Simulation) -> Generator[Any, None, None]:
         while env._unstarted:
             yield
     else:
-        yield from anyio.lowlevel.checkpoint().__await__()
+        yield from trio_module().lowlevel.checkpoint().__await__()
 
 
 def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, None, Any]:
@@ -239,6 +241,18 @@ class _Abandonable:
 
 
 _NOTHING: Final = _Abandonable()
+
+
+class _NoWait:
+    """An awaitable that completes at once with None (what a sync ``__aexit__`` returns)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]
+
+
+_NO_WAIT: Final = _NoWait()
 
 
 # --------------------------------------------------------------------------- the simulation
@@ -322,7 +336,7 @@ class Simulation:
         else:
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
-            self._clock = anyio.current_time
+            self._clock = trio_module().current_time
         self._started = self._clock()
         self._token = _SIM.set(self)
         return self
@@ -503,6 +517,16 @@ async def _drive_asyncio(target: float) -> None:
     if isinstance(loop, VirtualEventLoop):
         from .._control import run_until
 
+        if loop.autojump and not loop.rate and target > loop.time():
+            # Reach the instant on a plain loop timer, so that until then the loop keeps its
+            # fast path (a drive makes every round take the general one) and kit waits can
+            # skip rounds; the drive then runs everything due at the instant.
+            future: asyncio.Future[None] = loop.create_future()
+            handle = loop.call_at(target, _set_result, future, None)
+            try:
+                await future
+            finally:
+                handle.cancel()
         await run_until(target)
     else:
         await asyncio.sleep(max(0.0, target - loop.time()))
@@ -545,7 +569,7 @@ class Process(_Abandonable, Generic[T]):
         self._pending: list[Interrupt] | None = None  # made when an interrupt must wait
         self._target: Waiter | None = None
         self._task: asyncio.Task[Any] | None = None
-        self._scope: anyio.CancelScope | None = None
+        self._scope: Any = None  # a trio.CancelScope, on trio
 
     @property
     def name(self) -> str:
@@ -600,7 +624,7 @@ class Process(_Abandonable, Generic[T]):
 
     async def _body_anyio(self) -> None:
         """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
-        with anyio.CancelScope() as scope:
+        with trio_module().CancelScope() as scope:
             self._scope = scope
             await self._body()
         if scope.cancelled_caught and self._state == _PENDING:
@@ -760,14 +784,15 @@ class _Sleep(_Abandonable):
             yield from _sleep_anyio(env, self._delay).__await__()
             return
         loop = env._loop
+        proc = _PROC.get()
+        if proc is not None and proc._pending:
+            raise proc._pending.pop(0)
+        if _jump_by(loop, self._delay, None if proc is None else proc._task):
+            return  # nothing else could run before the sleep ends: no loop round needed
         assert loop is not None
         future = loop.create_future()
         handle = loop.call_later(self._delay, _set_result, future, None)
-        proc = _PROC.get()
         if proc is not None:
-            if proc._pending:
-                handle.cancel()
-                raise proc._pending.pop(0)
             proc._target = future
         try:
             yield from future  # only the timer gives it a result; an interrupt an exception
@@ -792,7 +817,7 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
             raise proc._pending.pop(0)
         proc._target = waiter
     try:
-        with anyio.move_on_after(delay):
+        with trio_module().move_on_after(delay):
             await waiter
     finally:
         if proc is not None:
@@ -975,7 +1000,11 @@ class Request(_Op):
     __slots__ = ("_key", "_process", "_resource", "preempt", "priority", "usage_since")
 
     def __init__(self, resource: Resource, env: Simulation, priority: int, preempt: bool) -> None:
-        super().__init__(env)
+        self._env = env  # _Op.__init__, inlined
+        self._state = _PENDING
+        self._value: Any = None
+        self._waiter: Waiter | None = None
+        self._time = env._clock()
         self._resource = resource
         self.priority = priority
         self.preempt = preempt
@@ -1017,15 +1046,20 @@ class Request(_Op):
     def __exit__(self, *exc_info: object) -> None:
         self.release()
 
-    async def __aenter__(self) -> Request:
-        await self
-        return self
+    def __aenter__(self) -> Request:
+        return self  # ``async with`` awaits it: the grant (no coroutine per block)
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    def __aexit__(self, *exc_info: object) -> Awaitable[None]:
         self.release()
+        return _NO_WAIT
 
     def __await__(self) -> Generator[Any, None, Request]:
-        yield from super().__await__()
+        if self._state == _DONE and self._waiter is None and not self._env._simpy:
+            # Granted when made (the common case): _Op.__await__'s fast path, inlined.
+            proc = _PROC.get()
+            if proc is None or not proc._pending:
+                return self
+        yield from _Op.__await__(self)
         return self
 
     def __repr__(self) -> str:
