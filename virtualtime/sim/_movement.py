@@ -292,16 +292,24 @@ class _Leg(Generic[P]):
     boundaries: Sequence[float] | None
 
 
-@dataclass(frozen=True, slots=True)
 class _Step(Generic[P]):
-    """A planned step: fixed when planned, applied when it ends."""
+    """A planned step: fixed when planned, applied when it ends (never changed after).
 
-    start: int
-    end: int
-    distance: float
-    velocity: float
-    done_after: float
-    target: P
+    A plain slotted class: one is made per step, and a frozen dataclass's ``__init__``
+    (``object.__setattr__`` per field) was a visible part of a step's cost.
+    """
+
+    __slots__ = ("distance", "done_after", "end", "start", "target", "velocity")
+
+    def __init__(
+        self, start: int, end: int, distance: float, velocity: float, done_after: float, target: P
+    ) -> None:
+        self.start = start
+        self.end = end
+        self.distance = distance
+        self.velocity = velocity
+        self.done_after = done_after
+        self.target = target
 
 
 class Vehicle(Generic[P]):
@@ -801,9 +809,10 @@ class Vehicle(Generic[P]):
                 if loop is not None:
                     # The fast path: a future and a loop timer; _stop_driver resolves it.
                     delay = step.end - to_ticks(loop.time())
-                    if delay > 0 and not jump_by(loop, to_seconds(delay), None):
+                    seconds = to_seconds(delay)
+                    if delay > 0 and not jump_by(loop, seconds, None):
                         future: asyncio.Future[None] = loop.create_future()
-                        handle = loop.call_later(to_seconds(delay), set_result, future, None)
+                        handle = loop.call_later(seconds, set_result, future, None)
                         self._sleep_future = future
                         try:
                             await future
