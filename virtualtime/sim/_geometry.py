@@ -127,10 +127,6 @@ def _check_point(
 
 
 def _lerp(a: Point, b: Point, fraction: float) -> Point:
-    if len(a) == 2 and len(b) == 2:  # the common case, without a generator per point
-        ax, ay = a
-        bx, by = b
-        return (ax + (bx - ax) * fraction, ay + (by - ay) * fraction)
     return tuple(x + (y - x) * fraction for x, y in zip(a, b, strict=True))
 
 
