@@ -32,9 +32,11 @@ deterministic on asyncio.  Where SimPy's order differs, ``order="simpy"`` gives 
 The fast path
 -------------
 On asyncio the kit waits on plain futures and the loop's own timers (``call_later``), the
-cheapest wait asyncio has; on trio it goes through anyio (an ``Event`` per wait, a
-``CancelScope`` per sleep).  The behaviour is the same on both; trio randomises the order of
-same-instant wake-ups by design, so only asyncio promises FIFO.
+cheapest wait asyncio has, and a wait that nothing else precedes skips its loop round
+(:mod:`virtualtime.sim._fast`); on trio it uses trio's own primitives (a ``trio.Event`` per
+wait, a ``trio.CancelScope`` deadline per sleep) rather than anyio's wrappers.  The behaviour
+is the same on both; trio randomises the order of same-instant wake-ups by design, so only
+asyncio promises FIFO.
 """
 
 from __future__ import annotations
