@@ -45,11 +45,13 @@ def timer_workload(backend: str, until: float) -> tuple[int, float]:
 
     count = [0]
 
-    def action(event: sim.Event, timer: sim.Timer) -> None:
+    def action(event: sim.PeriodicAction, timer: sim.Timer) -> None:
         count[0] += 1
 
     async def main() -> tuple[int, float]:
-        timer = sim.Timer(*(sim.Event(action, start=1, period=1 + i % 7) for i in range(100)))
+        timer = sim.Timer(
+            *(sim.PeriodicAction(action, start=1, period=1 + i % 7) for i in range(100))
+        )
         await timer.run(until)
         return count[0], anyio.current_time()
 

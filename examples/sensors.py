@@ -1,4 +1,4 @@
-"""Covers: virtualtime.sim.Timer and Event - periodic events, priorities, ending an event.
+"""Covers: virtualtime.sim.Timer and PeriodicAction - periodic events, priorities, ending an event.
 
 Scenario: a greenhouse controller.  A thermometer is read every 2 s and a hygrometer every
 3 s; the controller decides every 5 s with priority "low", so at an instant shared with a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import anyio
 
 import virtualtime
-from virtualtime.sim import Event, Timer
+from virtualtime.sim import PeriodicAction, Timer
 
 
 def log(timer: Timer, who: str, what: str) -> None:
@@ -29,11 +29,11 @@ class Greenhouse:
         self.humidity_readings = 0
         self.vent_open = False
 
-    def thermometer(self, event: Event, timer: Timer) -> None:
+    def thermometer(self, event: PeriodicAction, timer: Timer) -> None:
         self.temperature = 18.0 + 0.5 * timer.time - (6.0 if self.vent_open else 0.0)
         log(timer, "thermometer", f"{self.temperature:.1f} C")
 
-    def hygrometer(self, event: Event, timer: Timer) -> bool:
+    def hygrometer(self, event: PeriodicAction, timer: Timer) -> bool:
         self.humidity_readings += 1
         log(timer, "hygrometer", f"{60 + 2 * self.humidity_readings} %")
         if self.humidity_readings == 5:
@@ -41,7 +41,7 @@ class Greenhouse:
             return False  # exactly False ends the event
         return True
 
-    async def controller(self, event: Event, timer: Timer) -> None:
+    async def controller(self, event: PeriodicAction, timer: Timer) -> None:
         if self.temperature > 22.0 and not self.vent_open:
             log(timer, "controller", f"{self.temperature:.1f} C is too warm: opening the vent")
             await anyio.sleep(0.4)  # the motor takes 0.4 s; the timer waits for the action
@@ -51,7 +51,7 @@ class Greenhouse:
             vent = "open" if self.vent_open else "shut"
             log(timer, "controller", f"{self.temperature:.1f} C, vent {vent}")
 
-    def watchdog(self, event: Event, timer: Timer) -> None:
+    def watchdog(self, event: PeriodicAction, timer: Timer) -> None:
         log(timer, "watchdog", f"{len(timer)} other events queued; notifying observers")
         timer.notify()
 
@@ -59,10 +59,10 @@ class Greenhouse:
 async def main() -> None:
     house = Greenhouse()
     timer = Timer(
-        Event(house.thermometer, start=0, period=2),
-        Event(house.hygrometer, start=0, period=3),
-        Event(house.controller, start=0, period=5, priority="low"),
-        Event(house.watchdog, start=10, period=10, priority="veryhigh"),
+        PeriodicAction(house.thermometer, start=0, period=2),
+        PeriodicAction(house.hygrometer, start=0, period=3),
+        PeriodicAction(house.controller, start=0, period=5, priority="low"),
+        PeriodicAction(house.watchdog, start=10, period=10, priority="veryhigh"),
     )
     timer.observe(lambda time: print(f"           observer    snapshot at t={time:g}"))
     await timer.run(20)

@@ -1,4 +1,4 @@
-"""Covers: virtualtime.sim.EventQueue - events with durations, fluent scheduling, completion.
+"""Covers: virtualtime.sim.Timeline - events with durations, fluent scheduling, completion.
 
 Scenario: a loading dock plans a truck's visit relative to its inspection: the gate opens 1 s
 before loading starts, loading follows the inspection, the drive follows the loading, a radio
@@ -13,18 +13,18 @@ from __future__ import annotations
 import anyio
 
 import virtualtime
-from virtualtime.sim import EventInfo, EventQueue
+from virtualtime.sim import Timeline, TimelineEntry
 
 
-def describe(info: EventInfo[str]) -> str:
+def describe(info: TimelineEntry[str]) -> str:
     if info.duration == 0:
-        return f"{info.event} (instant)"
+        return f"{info.item} (instant)"
     state = " done" if info.has_expired else ""
-    return f"{info.event} {min(info.completion, 1.0):.0%}{state}"
+    return f"{info.item} {min(info.completion, 1.0):.0%}{state}"
 
 
 async def main() -> None:
-    dock: EventQueue[str] = EventQueue()
+    dock: Timeline[str] = Timeline()
     dock.add("shift", delay=0, duration=35)
     inspect = dock.add("inspect", delay=5, duration=3)  # 5..8
     load = inspect.add_after("load", 2, 5)  # 10..15
@@ -34,9 +34,9 @@ async def main() -> None:
     drive.add_after("unload", 0, 5)  # 27..32
     forklift = dock.add("forklift", delay=12, duration=20)  # 12..32, but sent home at 20
     for info in sorted([inspect, load, drive, forklift], key=lambda i: i.start):
-        print(f"planned: {info.event:<8} {info.start:4.1f} .. {info.start + info.duration:4.1f}")
+        print(f"planned: {info.item:<8} {info.start:4.1f} .. {info.start + info.duration:4.1f}")
 
-    async for active in dock.ticks(dt=2.5):
+    async for active in dock.steps(dt=2.5):
         print(f"t={anyio.current_time():5.1f} | " + " | ".join(map(describe, active)))
         if dock.time == 20 and not forklift.has_expired:
             forklift.expire()

@@ -94,5 +94,5 @@ def test_the_modelling_kit_is_public_in_sim() -> None:
 
     assert set(SIM_KIT) <= set(virtualtime.sim.__all__)
     # the kit's names do not shadow the older sim names (Event is the Timer's event)
-    assert virtualtime.sim.Event.__module__ == "virtualtime.sim._timer"
+    assert virtualtime.sim.PeriodicAction.__module__ == "virtualtime.sim._timer"
     assert virtualtime.sim.Signal.__module__ == "virtualtime.sim._kit"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from virtualtime import VirtualTimeError
-from virtualtime.sim import Clock, EventClock
+from virtualtime.sim import Clock, TriggerClock
 
 
 def ruck_tree() -> tuple[Clock, Clock, Clock, Clock]:
@@ -321,40 +321,40 @@ def test_B12_run_one_rejects_non_callables_and_keeps_them() -> None:
     assert root.now == 0.0
 
 
-def test_B12_event_clock_parks_until_raise_all() -> None:
+def test_B12_trigger_clock_parks_until_fire() -> None:
     root = Clock()
-    events = root.add_child_clock(EventClock())
+    events = root.add_child_clock(TriggerClock())
     root.schedule("timed", 5)
     events.wait("w1", "door")
     events.wait("w2", "door")
     events.wait("w3", "bell")
     assert root.next() == ("timed", 5.0)
     assert events.waiting("door") == ("w1", "w2")
-    assert events.raise_all("door") == 2
+    assert events.fire("door") == 2
     assert root.unschedule_next() == ("w1", 0.0)
     assert root.unschedule_next() == ("w2", 0.0)
     assert root.unschedule_next() == ("timed", 5.0)
     assert root.unschedule("w3") == math.inf  # parked, removed, never due
-    assert events.raise_all("bell") == 0
+    assert events.fire("bell") == 0
     assert root.next() is None
 
 
-def test_B12_event_clock_clear_drops_parked_objects() -> None:
-    events = EventClock()
+def test_B12_trigger_clock_clear_drops_parked_objects() -> None:
+    events = TriggerClock()
     events.wait("w", "e")
     events.clear()
-    assert events.raise_all("e") == 0
+    assert events.fire("e") == 0
     assert events.next() is None
 
 
-def test_B12_event_clock_keys_each_object_once() -> None:
-    events = EventClock()
+def test_B12_trigger_clock_keys_each_object_once() -> None:
+    events = TriggerClock()
     events.schedule("x", 5)
     events.wait("x", "door")  # parking moves it off the timeline
     assert (events.occurrences, events.waiting("door")) == ((), ("x",))
     events.schedule("x", 2)  # filing it moves it back
     assert (events.occurrences, events.waiting("door")) == ((("x", 2.0),), ())
-    with pytest.raises(TypeError, match="event must be hashable"):
+    with pytest.raises(TypeError, match="trigger must be hashable"):
         events.wait("y", ["door"])  # type: ignore[arg-type]
     assert events.waiting("door") == ()
 

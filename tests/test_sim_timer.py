@@ -1,4 +1,4 @@
-"""virtualtime.sim.Timer / Event: TerraME's timer (checklist E).
+"""virtualtime.sim.Timer / PeriodicAction: TerraME's timer (checklist E).
 
 Most E items are written once as an async *scenario* and run three ways: with no loop at all
 (``run_sync``; the scenario coroutine completes without ever suspending), and with
@@ -17,7 +17,7 @@ import pytest
 from conftest import Runner
 
 from virtualtime import VirtualTimeError, anyio_run
-from virtualtime.sim import PRIORITIES, Event, Timer
+from virtualtime.sim import PRIORITIES, PeriodicAction, Timer
 
 T = TypeVar("T")
 
@@ -64,17 +64,17 @@ def simulate(request: pytest.FixtureRequest) -> Simulate:
     return simulate
 
 
-def counter() -> tuple[list[float], Callable[[Event, Timer], None]]:
+def counter() -> tuple[list[float], Callable[[PeriodicAction, Timer], None]]:
     """An action that records the timer's time at each run."""
     log: list[float] = []
 
-    def action(event: Event, timer: Timer) -> None:
+    def action(event: PeriodicAction, timer: Timer) -> None:
         log.append(timer.time)
 
     return log, action
 
 
-def nothing(event: Event, timer: Timer) -> None:
+def nothing(event: PeriodicAction, timer: Timer) -> None:
     """An action that does nothing (and keeps its event going)."""
 
 
@@ -82,35 +82,35 @@ def nothing(event: Event, timer: Timer) -> None:
 
 
 def test_E1_event_defaults() -> None:
-    event = Event(nothing)
+    event = PeriodicAction(nothing)
     assert (event.time, event.period, event.priority) == (1.0, 1.0, 0)
     assert event.action is nothing
     assert event.timer is None
-    assert Event(action=nothing).time == 1.0
+    assert PeriodicAction(action=nothing).time == 1.0
 
 
 def test_E1_named_priorities() -> None:
     assert dict(PRIORITIES) == {"verylow": 10, "low": 5, "medium": 0, "high": -5, "veryhigh": -10}
     for name, value in PRIORITIES.items():
-        assert Event(nothing, priority=name).priority == value
-    assert Event(nothing, priority=-3).priority == -3
+        assert PeriodicAction(nothing, priority=name).priority == value
+    assert PeriodicAction(nothing, priority=-3).priority == -3
 
 
 @pytest.mark.parametrize("period", [0, -1, -0.5])
 def test_E1_period_must_be_positive(period: float) -> None:
     with pytest.raises(ValueError, match=r"period must be > 0"):
-        Event(nothing, period=period)
+        PeriodicAction(nothing, period=period)
 
 
 @pytest.mark.parametrize("period", [math.nan, math.inf])
 def test_E1_period_must_be_finite(period: float) -> None:
     with pytest.raises(ValueError, match="period"):
-        Event(nothing, period=period)
+        PeriodicAction(nothing, period=period)
 
 
 def test_E1_action_is_required_and_called_with_event_and_timer(simulate: Simulate) -> None:
-    seen: list[tuple[Event, Timer]] = []
-    event = Event(lambda e, t: seen.append((e, t)), start=2)
+    seen: list[tuple[PeriodicAction, Timer]] = []
+    event = PeriodicAction(lambda e, t: seen.append((e, t)), start=2)
     timer = Timer(event)
 
     async def scenario(run: RunTimer) -> None:
@@ -119,27 +119,27 @@ def test_E1_action_is_required_and_called_with_event_and_timer(simulate: Simulat
     simulate(scenario)
     assert seen == [(event, timer)]
     with pytest.raises(TypeError, match="action"):
-        Event()  # type: ignore[call-arg]
+        PeriodicAction()  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="action must be callable"):
-        Event("print")  # type: ignore[arg-type]
+        PeriodicAction("print")  # type: ignore[arg-type]
 
 
 def test_E1_unknown_argument_has_a_did_you_mean_hint() -> None:
     with pytest.raises(TypeError, match=r"argument 'perod'; did you mean 'period'\?"):
-        Event(nothing, perod=2)  # type: ignore[arg-type]
+        PeriodicAction(nothing, perod=2)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"'colour'$"):
-        Event(nothing, colour="red")  # type: ignore[arg-type]
+        PeriodicAction(nothing, colour="red")  # type: ignore[arg-type]
 
 
 def test_E1_unknown_priority_name_has_a_did_you_mean_hint() -> None:
     with pytest.raises(ValueError, match=r"'hihg' is not a known name.*did you mean 'high'"):
-        Event(nothing, priority="hihg")
+        PeriodicAction(nothing, priority="hihg")
     with pytest.raises(ValueError, match=r"did you mean 'veryhigh'"):
-        Event(nothing, priority="VeryHigh")
+        PeriodicAction(nothing, priority="VeryHigh")
     with pytest.raises(TypeError, match="priority must be an int"):
-        Event(nothing, priority=1.5)  # type: ignore[arg-type]
+        PeriodicAction(nothing, priority=1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="priority must be an int"):
-        Event(nothing, priority=True)
+        PeriodicAction(nothing, priority=True)
 
 
 def test_E1_explicit_default_is_accepted_silently() -> None:
@@ -147,7 +147,7 @@ def test_E1_explicit_default_is_accepted_silently() -> None:
     defaults freely, and the project runs with warnings as errors, so no warning here."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        event = Event(nothing, start=1, period=1, priority=0)
+        event = PeriodicAction(nothing, start=1, period=1, priority=0)
     assert (event.time, event.period, event.priority) == (1.0, 1.0, 0)
 
 
@@ -162,15 +162,15 @@ def test_E2_new_timer_time_is_minus_inf() -> None:
 
 
 def test_E2_events_are_added_in_the_given_order() -> None:
-    first, second, third = Event(nothing), Event(nothing), Event(nothing)
+    first, second, third = PeriodicAction(nothing), PeriodicAction(nothing), PeriodicAction(nothing)
     timer = Timer(first, second, third)
     assert timer.events == [first, second, third]
     assert all(event.timer is timer for event in (first, second, third))
 
 
 def test_E2_non_event_entries_are_rejected_with_nothing_added() -> None:
-    event = Event(nothing)
-    with pytest.raises(TypeError, match=r"events\[1\] must be an Event"):
+    event = PeriodicAction(nothing)
+    with pytest.raises(TypeError, match=r"events\[1\] must be a PeriodicAction"):
         Timer(event, nothing)  # type: ignore[arg-type]
     assert event.timer is None
     with pytest.raises(ValueError, match=r"events\[1\].*given twice"):
@@ -180,24 +180,24 @@ def test_E2_non_event_entries_are_rejected_with_nothing_added() -> None:
 
 def test_E3_add_is_fifo_among_equal_time_and_priority() -> None:
     timer = Timer()
-    late = timer.add(Event(nothing, start=2))
-    a = timer.add(Event(nothing, start=1, priority=1))
-    b = timer.add(Event(nothing, start=1))
-    c = timer.add(Event(nothing, start=1, priority=1))
-    d = timer.add(Event(nothing, start=1))
+    late = timer.add(PeriodicAction(nothing, start=2))
+    a = timer.add(PeriodicAction(nothing, start=1, priority=1))
+    b = timer.add(PeriodicAction(nothing, start=1))
+    c = timer.add(PeriodicAction(nothing, start=1, priority=1))
+    d = timer.add(PeriodicAction(nothing, start=1))
     assert timer.events == [b, d, a, c, late]
     assert all(event.timer is timer for event in timer.events)
     assert len(timer) == 5
 
 
 def test_E3_an_event_belongs_to_one_timer() -> None:
-    event = Event(nothing)
+    event = PeriodicAction(nothing)
     first, second = Timer(event), Timer()
     with pytest.raises(ValueError, match="already in this timer"):
         first.add(event)
     with pytest.raises(ValueError, match="another Timer"):
         second.add(event)
-    with pytest.raises(TypeError, match="must be an Event"):
+    with pytest.raises(TypeError, match="must be a PeriodicAction"):
         second.add(nothing)  # type: ignore[arg-type]
     assert (len(first), len(second), event.timer) == (1, 0, first)
 
@@ -205,16 +205,16 @@ def test_E3_an_event_belongs_to_one_timer() -> None:
 def test_E4_run_loop(simulate: Simulate) -> None:
     ran: list[tuple[str, float]] = []
 
-    def once(event: Event, timer: Timer) -> bool:
+    def once(event: PeriodicAction, timer: Timer) -> bool:
         ran.append(("once", timer.time))
         return False
 
-    def keep(event: Event, timer: Timer) -> None:
+    def keep(event: PeriodicAction, timer: Timer) -> None:
         ran.append(("keep", timer.time))
 
     empty = Timer()
-    stop = Event(once, start=2)
-    go = Event(keep, start=2, period=3)
+    stop = PeriodicAction(once, start=2)
+    go = PeriodicAction(keep, start=2, period=3)
     timer = Timer(stop, go)
 
     async def scenario(run: RunTimer) -> list[float]:
@@ -238,12 +238,12 @@ def test_E4_only_exactly_false_ends_an_event(simulate: Simulate) -> None:
     results: list[object] = [None, 0, "", [], False, "never reached"]
     calls: list[object] = []
 
-    def action(event: Event, timer: Timer) -> object:
+    def action(event: PeriodicAction, timer: Timer) -> object:
         result = results[len(calls)]
         calls.append(result)
         return result
 
-    timer = Timer(Event(action, start=0))
+    timer = Timer(PeriodicAction(action, start=0))
 
     async def scenario(run: RunTimer) -> int:
         await run(timer, 100)
@@ -256,8 +256,8 @@ def test_E4_only_exactly_false_ends_an_event(simulate: Simulate) -> None:
 def test_E4_periods_accumulate_exactly_without_snapping(simulate: Simulate) -> None:
     tenth_log, tenth = counter()
     micro_log, micro = counter()
-    timer = Timer(Event(tenth, start=1, period=0.1))
-    micro_timer = Timer(Event(micro, start=0.99999, period=1e-6))
+    timer = Timer(PeriodicAction(tenth, start=1, period=0.1))
+    micro_timer = Timer(PeriodicAction(micro, start=0.99999, period=1e-6))
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 2)
@@ -273,7 +273,9 @@ def test_E4_periods_accumulate_exactly_without_snapping(simulate: Simulate) -> N
 def test_E4_snap_option_rounds_near_integers(simulate: Simulate) -> None:
     third_log, third = counter()
     whole_log, whole = counter()
-    timer = Timer(Event(third, start=0, period=1 / 3), Event(whole, start=1), snap=1e-5)
+    timer = Timer(
+        PeriodicAction(third, start=0, period=1 / 3), PeriodicAction(whole, start=1), snap=1e-5
+    )
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 1)
@@ -291,8 +293,8 @@ def test_E4_snap_option_rounds_near_integers(simulate: Simulate) -> None:
 def test_E5_the_boundary_is_inclusive(simulate: Simulate) -> None:
     every_log, every = counter()
     fifth_log, fifth = counter()
-    every_event = Event(every, start=0)
-    timer = Timer(every_event, Event(fifth, start=0, period=5))
+    every_event = PeriodicAction(every, start=0)
+    timer = Timer(every_event, PeriodicAction(fifth, start=0, period=5))
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 10)
@@ -308,14 +310,14 @@ def test_E5_the_boundary_is_inclusive(simulate: Simulate) -> None:
 def test_E6_two_defaults_one_returns_false(simulate: Simulate) -> None:
     count = [0]
 
-    def once(event: Event, timer: Timer) -> bool:
+    def once(event: PeriodicAction, timer: Timer) -> bool:
         count[0] += 1
         return False
 
-    def always(event: Event, timer: Timer) -> None:
+    def always(event: PeriodicAction, timer: Timer) -> None:
         count[0] += 1
 
-    timer = Timer(Event(once), Event(always))
+    timer = Timer(PeriodicAction(once), PeriodicAction(always))
 
     async def scenario(run: RunTimer) -> float:
         await run(timer, 6)
@@ -328,7 +330,10 @@ def test_E6_two_defaults_one_returns_false(simulate: Simulate) -> None:
 def test_E7_default_start_is_one(simulate: Simulate) -> None:
     logs = [counter() for _ in range(3)]
     timer = Timer(
-        *(Event(action, start=start) for start, (_, action) in zip((1, 2, 3), logs, strict=True))
+        *(
+            PeriodicAction(action, start=start)
+            for start, (_, action) in zip((1, 2, 3), logs, strict=True)
+        )
     )
 
     async def scenario(run: RunTimer) -> None:
@@ -341,9 +346,9 @@ def test_E7_default_start_is_one(simulate: Simulate) -> None:
 def test_E8_priority_zero_runs_before_priority_one(simulate: Simulate) -> None:
     order: list[str] = []
     timer = Timer(
-        Event(lambda e, t: order.append("one"), priority=1),
-        Event(lambda e, t: order.append("zero"), priority=0),
-        Event(lambda e, t: order.append("high"), priority="high"),
+        PeriodicAction(lambda e, t: order.append("one"), priority=1),
+        PeriodicAction(lambda e, t: order.append("zero"), priority=0),
+        PeriodicAction(lambda e, t: order.append("high"), priority="high"),
     )
 
     async def scenario(run: RunTimer) -> None:
@@ -356,7 +361,7 @@ def test_E8_priority_zero_runs_before_priority_one(simulate: Simulate) -> None:
 def test_E9_reset_keeps_the_queue(simulate: Simulate) -> None:
     old_log, old = counter()
     new_log, new = counter()
-    old_event = Event(old)
+    old_event = PeriodicAction(old)
     timer = Timer(old_event)
 
     async def scenario(run: RunTimer) -> list[float]:
@@ -366,7 +371,7 @@ def test_E9_reset_keeps_the_queue(simulate: Simulate) -> None:
         await run(timer, 4)  # the old event is at 7: nothing runs
         times.append(timer.time)
         timer.reset()
-        timer.add(Event(new))  # start 1: fine after a reset
+        timer.add(PeriodicAction(new))  # start 1: fine after a reset
         await run(timer, 12)
         times.append(timer.time)
         return times
@@ -379,7 +384,7 @@ def test_E9_reset_keeps_the_queue(simulate: Simulate) -> None:
 
 def test_E10_negative_time(simulate: Simulate) -> None:
     log, action = counter()
-    timer = Timer(Event(action, start=-10))
+    timer = Timer(PeriodicAction(action, start=-10))
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, -5)
@@ -391,7 +396,7 @@ def test_E10_negative_time(simulate: Simulate) -> None:
 
 def test_E10_fractional_periods_are_exact(simulate: Simulate) -> None:
     log, action = counter()
-    timer = Timer(Event(action, start=0.1, period=0.1))
+    timer = Timer(PeriodicAction(action, start=0.1, period=0.1))
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 10)
@@ -411,11 +416,11 @@ def test_E10_fractional_periods_are_exact(simulate: Simulate) -> None:
 def test_E11_config_inside_the_action_applies_at_rescheduling(simulate: Simulate) -> None:
     runs: list[float] = []
 
-    def grow(event: Event, timer: Timer) -> None:
+    def grow(event: PeriodicAction, timer: Timer) -> None:
         runs.append(timer.time)
         event.config(time=event.time + 1, period=event.period + 1, priority=event.priority + 1)
 
-    event = Event(grow)
+    event = PeriodicAction(grow)
     timer = Timer(event)
 
     async def scenario(run: RunTimer) -> None:
@@ -429,8 +434,8 @@ def test_E11_config_inside_the_action_applies_at_rescheduling(simulate: Simulate
 def test_E11_config_outside_an_action_requeues(simulate: Simulate) -> None:
     """Improvement on TerraME, whose queue stays unsorted after such a config."""
     order: list[tuple[str, float]] = []
-    a = Event(lambda e, t: order.append(("a", t.time)), start=1)
-    b = Event(lambda e, t: order.append(("b", t.time)), start=2)
+    a = PeriodicAction(lambda e, t: order.append(("a", t.time)), start=1)
+    b = PeriodicAction(lambda e, t: order.append(("b", t.time)), start=2)
     timer = Timer(a, b)
     a.config(time=3)
     b.config(priority="low")
@@ -444,7 +449,7 @@ def test_E11_config_outside_an_action_requeues(simulate: Simulate) -> None:
 
 
 def test_E11_config_validates_everything_first() -> None:
-    event = Event(nothing, start=5, period=2, priority=1)
+    event = PeriodicAction(nothing, start=5, period=2, priority=1)
     with pytest.raises(ValueError, match="period"):
         event.config(time=7, period=0)
     with pytest.raises(ValueError, match="did you mean 'low'"):
@@ -455,14 +460,14 @@ def test_E11_config_validates_everything_first() -> None:
 
 
 def test_E12_clear_events_len_and_notify(simulate: Simulate) -> None:
-    a, b = Event(nothing, start=2), Event(nothing, start=1)
+    a, b = PeriodicAction(nothing, start=2), PeriodicAction(nothing, start=1)
     timer = Timer(a, b)
     assert timer.events == [b, a]
     assert len(timer) == 2
     seen: list[float] = []
     timer.observe(seen.append)
     timer.notify()
-    timer.add(Event(lambda e, t: t.notify(), start=3, period=2))
+    timer.add(PeriodicAction(lambda e, t: t.notify(), start=3, period=2))
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 5)
@@ -483,12 +488,12 @@ def test_E12_clear_events_len_and_notify(simulate: Simulate) -> None:
 def test_E12_clear_inside_an_action_keeps_the_running_event(simulate: Simulate) -> None:
     ran: list[str] = []
 
-    def clearing(event: Event, timer: Timer) -> None:
+    def clearing(event: PeriodicAction, timer: Timer) -> None:
         ran.append("clearing")
         timer.clear()
 
-    other = Event(lambda e, t: ran.append("other"), start=1, priority=1)
-    timer = Timer(Event(clearing), other)
+    other = PeriodicAction(lambda e, t: ran.append("other"), start=1, priority=1)
+    timer = Timer(PeriodicAction(clearing), other)
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 3)
@@ -507,15 +512,15 @@ def test_E12_an_action_error_propagates_and_leaves_the_timer_intact(simulate: Si
     fail = [True]
     ran: list[float] = []
 
-    def flaky(event: Event, timer: Timer) -> None:
+    def flaky(event: PeriodicAction, timer: Timer) -> None:
         event.config(period=10, priority=7)
         if fail[0] and timer.time == 3:
             raise Boom("at 3")
         ran.append(timer.time)
 
-    flaky_event = Event(flaky, start=3, period=1)
+    flaky_event = PeriodicAction(flaky, start=3, period=1)
     steady_log, steady = counter()
-    steady_event = Event(steady, start=3, priority=1)
+    steady_event = PeriodicAction(steady, start=3, priority=1)
     timer = Timer(flaky_event, steady_event)
 
     async def scenario(run: RunTimer) -> list[Any]:
@@ -536,7 +541,7 @@ def test_E12_an_action_error_propagates_and_leaves_the_timer_intact(simulate: Si
 
 def test_E13_run_into_the_past_raises(simulate: Simulate) -> None:
     log, action = counter()
-    timer = Timer(Event(action))
+    timer = Timer(PeriodicAction(action))
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 5)
@@ -554,13 +559,13 @@ def test_E13_run_into_the_past_raises(simulate: Simulate) -> None:
 
 
 def test_E13_adding_an_event_in_the_past_raises(simulate: Simulate) -> None:
-    timer = Timer(Event(nothing))
+    timer = Timer(PeriodicAction(nothing))
 
     async def scenario(run: RunTimer) -> None:
         await run(timer, 5)
 
     simulate(scenario)
-    late = Event(nothing, start=4)
+    late = PeriodicAction(nothing, start=4)
     with pytest.raises(ValueError, match="before the timer's current time"):
         timer.add(late)
     assert late.timer is None
@@ -569,7 +574,7 @@ def test_E13_adding_an_event_in_the_past_raises(simulate: Simulate) -> None:
     with pytest.raises(ValueError, match="time never goes backwards"):
         queued.config(time=4.5)
     assert queued.time == 6.0
-    timer.add(Event(nothing, start=5))  # the current instant itself is fine
+    timer.add(PeriodicAction(nothing, start=5))  # the current instant itself is fine
     assert len(timer) == 2
 
 
@@ -580,12 +585,12 @@ def test_events_run_at_their_loop_instants(run: Runner) -> None:
     async def main() -> tuple[list[tuple[str, float, float]], float]:
         seen: list[tuple[str, float, float]] = []
 
-        def record(name: str) -> Callable[[Event, Timer], None]:
+        def record(name: str) -> Callable[[PeriodicAction, Timer], None]:
             return lambda e, t: seen.append((name, t.time, anyio.current_time()))
 
         timer = Timer(
-            Event(record("sense"), period=2),
-            Event(record("report"), start=0, period=5, priority="high"),
+            PeriodicAction(record("sense"), period=2),
+            PeriodicAction(record("report"), start=0, period=5, priority="high"),
         )
         await timer.run(10)
         return seen, anyio.current_time()
@@ -603,7 +608,9 @@ def test_a_timer_behind_the_loop_catches_up_at_once(run: Runner) -> None:
     async def main() -> list[tuple[float, float]]:
         seen: list[tuple[float, float]] = []
         await anyio.sleep(50)
-        timer = Timer(Event(lambda e, t: seen.append((t.time, anyio.current_time())), start=48))
+        timer = Timer(
+            PeriodicAction(lambda e, t: seen.append((t.time, anyio.current_time())), start=48)
+        )
         await timer.run(52)
         return seen
 
@@ -614,12 +621,12 @@ def test_async_actions_are_awaited(run: Runner) -> None:
     async def main() -> tuple[list[float], float]:
         seen: list[float] = []
 
-        async def slow(event: Event, timer: Timer) -> bool:
+        async def slow(event: PeriodicAction, timer: Timer) -> bool:
             seen.append(anyio.current_time())
             await anyio.sleep(0.5)
             return len(seen) < 3
 
-        timer = Timer(Event(slow, start=1))
+        timer = Timer(PeriodicAction(slow, start=1))
         await timer.run(10)
         return seen, anyio.current_time()
 
@@ -629,11 +636,15 @@ def test_async_actions_are_awaited(run: Runner) -> None:
 def test_events_added_by_another_task_wake_the_run(run: Runner) -> None:
     async def main() -> list[tuple[str, float]]:
         seen: list[tuple[str, float]] = []
-        timer = Timer(Event(lambda e, t: seen.append(("slow", anyio.current_time())), start=10))
+        timer = Timer(
+            PeriodicAction(lambda e, t: seen.append(("slow", anyio.current_time())), start=10)
+        )
 
         async def producer() -> None:
             await anyio.sleep(2)
-            timer.add(Event(lambda e, t: seen.append(("late", anyio.current_time())), start=3))
+            timer.add(
+                PeriodicAction(lambda e, t: seen.append(("late", anyio.current_time())), start=3)
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(producer)
@@ -649,7 +660,7 @@ def test_run_is_not_reentrant(run: Runner) -> None:
     async def main() -> int:
         errors: list[str] = []
 
-        async def nested(event: Event, timer: Timer) -> bool:
+        async def nested(event: PeriodicAction, timer: Timer) -> bool:
             with pytest.raises(VirtualTimeError, match="already running") as info:
                 await timer.run(5)
             errors.append(str(info.value))
@@ -657,7 +668,7 @@ def test_run_is_not_reentrant(run: Runner) -> None:
                 timer.run_sync(5)
             return False
 
-        timer = Timer(Event(nested))
+        timer = Timer(PeriodicAction(nested))
         await timer.run(5)
         return len(errors)
 
@@ -666,10 +677,10 @@ def test_run_is_not_reentrant(run: Runner) -> None:
 
 def test_a_cancelled_run_leaves_the_timer_intact(run: Runner) -> None:
     async def main() -> list[Any]:
-        async def slow(event: Event, timer: Timer) -> None:
+        async def slow(event: PeriodicAction, timer: Timer) -> None:
             await anyio.sleep(10)
 
-        event = Event(slow, start=1)
+        event = PeriodicAction(slow, start=1)
         timer = Timer(event)
         with anyio.move_on_after(3):
             await timer.run(100)
@@ -682,10 +693,10 @@ def test_a_cancelled_run_leaves_the_timer_intact(run: Runner) -> None:
 
 
 def test_run_sync_rejects_async_actions_and_stays_intact() -> None:
-    async def action(event: Event, timer: Timer) -> None:
+    async def action(event: PeriodicAction, timer: Timer) -> None:
         raise AssertionError("never awaited")
 
-    event = Event(action, start=2)
+    event = PeriodicAction(action, start=2)
     timer = Timer(event)
     with pytest.raises(TypeError, match="returned an awaitable"):
         timer.run_sync(5)
@@ -695,11 +706,11 @@ def test_run_sync_rejects_async_actions_and_stays_intact() -> None:
 def test_remove_inside_and_outside_actions(simulate: Simulate) -> None:
     ran: list[str] = []
 
-    def quitter(event: Event, timer: Timer) -> None:
+    def quitter(event: PeriodicAction, timer: Timer) -> None:
         ran.append("quitter")
         timer.remove(event)
 
-    quit_event, gone = Event(quitter), Event(lambda e, t: ran.append("gone"))
+    quit_event, gone = PeriodicAction(quitter), PeriodicAction(lambda e, t: ran.append("gone"))
     timer = Timer(quit_event, gone)
     timer.remove(gone)
     with pytest.raises(ValueError, match="not in this timer"):
@@ -714,27 +725,27 @@ def test_remove_inside_and_outside_actions(simulate: Simulate) -> None:
 
 
 def test_reprs() -> None:
-    event = Event(nothing, start=2, period=0.5, priority="low")
+    event = PeriodicAction(nothing, start=2, period=0.5, priority="low")
     timer = Timer(event)
-    assert repr(event) == "<Event nothing time=2.0 period=0.5 priority=5>"
+    assert repr(event) == "<PeriodicAction nothing time=2.0 period=0.5 priority=5>"
     assert repr(timer) == "<Timer time=-inf events=1>"
 
 
 def test_E12_an_action_that_removes_and_re_adds_itself_is_queued_once() -> None:
-    def readd(event: Event, timer: Timer) -> None:
+    def readd(event: PeriodicAction, timer: Timer) -> None:
         timer.remove(event)
         timer.add(event)
 
-    def readd_then_fail(event: Event, timer: Timer) -> None:
+    def readd_then_fail(event: PeriodicAction, timer: Timer) -> None:
         readd(event, timer)
         raise KeyError("after re-adding")
 
-    timer = Timer(Event(action=readd))
+    timer = Timer(PeriodicAction(action=readd))
     timer.run_sync(3)
     assert len(timer) == 1
     assert [e.time for e in timer.events] == [4.0]
 
-    failing = Timer(Event(action=readd_then_fail))
+    failing = Timer(PeriodicAction(action=readd_then_fail))
     with pytest.raises(KeyError):
         failing.run_sync(3)
     assert len(failing) == 1

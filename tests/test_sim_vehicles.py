@@ -18,6 +18,7 @@ import pytest
 import vehicle_conformance as vc
 from conftest import Runner
 
+from virtualtime import VirtualTimeError
 from virtualtime.sim._geometry import (
     Between,
     DistanceTable,
@@ -1295,6 +1296,43 @@ def test_commands_outside_an_event_loop_say_so() -> None:
     with pytest.raises(RuntimeError, match="running event loop"):
         van.travel_to((0, 0))
     assert not van.is_travelling
+
+
+def test_vehicle_errors_are_virtualtime_errors_and_runtime_errors(run: Runner) -> None:
+    van = straight()
+    with pytest.raises(VirtualTimeError, match="running event loop") as outside:
+        van.travel_to((0, 0))
+    assert isinstance(outside.value, RuntimeError)
+
+    async def main() -> None:
+        with pytest.raises(VirtualTimeError, match="not in service"):
+            van.travel_to((10, 0))
+        fleet = Fleet(van)
+        async with fleet:
+            with pytest.raises(VirtualTimeError, match="already open"):
+                await fleet.__aenter__()
+
+    run(main)
+
+
+def test_default_names_come_from_the_fleet_not_from_process_history(run: Runner) -> None:
+    for _ in range(3):
+        straight()  # vehicles made earlier in the process change nothing
+    loose = straight()
+    assert loose.name == "vehicle"
+    a, b, named = straight(), straight(), straight(name="van")
+    fleet = Fleet(a, named, b)
+    assert [v.name for v in fleet.vehicles] == ["vehicle-1", "van", "vehicle-3"]
+    Fleet(b)  # a second fleet does not rename it
+    assert b.name == "vehicle-3"
+
+    async def main() -> str:
+        async with loose:
+            journey = loose.travel_to((10, 0))
+            return repr(await journey)
+
+    assert "'vehicle-1'" in run(main)
+    assert loose.name == "vehicle-1"
 
 
 # =================================================================== journeys and logs

@@ -3,14 +3,14 @@
 Written against anyio only, so everything here runs on the virtual asyncio loop
 (``virtualtime.new_event_loop``) and on trio with ``virtualtime.trio.VirtualClock`` alike;
 the synchronous parts (a manual :class:`Clock` tree, :meth:`Timer.run_sync`,
-:meth:`EventQueue.update`) need no loop at all.
+:meth:`Timeline.update`) need no loop at all.
 
 * :class:`Clock` — clocks at relative rates that sleep, pause and speed up in lock-step
-  (Ruck's clock tree, with rate changes that re-time pending sleeps); :class:`EventClock`
-  parks objects until an event is raised.
-* :class:`Timer` and :class:`Event` — periodic events with priorities, FIFO at equal time
-  and priority, exact periods (TerraME's timer).
-* :class:`EventQueue` and :class:`EventInfo` — events with a start and a duration, polled
+  (Ruck's clock tree, with rate changes that re-time pending sleeps); :class:`TriggerClock`
+  parks objects until a named trigger fires.
+* :class:`Timer` and :class:`PeriodicAction` — actions run at a start and then every period,
+  with priorities, FIFO at equal time and priority, exact periods (TerraME's timer).
+* :class:`Timeline` and :class:`TimelineEntry` — things with a start and a duration, polled
   by ``update(dt)`` or every ``dt`` of virtual time (Nit's event queue).
 * :class:`Vehicle`, :class:`Fleet` and :class:`Journey` — vehicles whose step-planned
   journeys you can await, command, redirect, halt and resume from anywhere, on a
@@ -24,12 +24,20 @@ the synchronous parts (a manual :class:`Clock` tree, :meth:`Timer.run_sync`,
   :class:`Signal`; :func:`first_of` and :func:`all_of`; statistics on every resource,
   container and store (:class:`ResourceStats`, :class:`BufferStats`, :class:`TimeSeries`,
   :class:`Tally`).  See docs/coming-from-simpy.md.
+
+Sync or async: one rule
+-----------------------
+A function is a coroutine exactly when it waits inside a running loop (``await
+timer.run(T)``, ``await env.run(T)``, ``await clock.sleep(dt)``, ``await journey``); a
+``run…`` method that drives a clock from outside any loop is synchronous
+(:meth:`Timer.run_sync`, :meth:`Clock.run` / :meth:`Clock.run_until` on a manual tree,
+:meth:`Timeline.update`), as ``loop.run_until`` is and ``await virtualtime.run_until`` is not.
+Commands that only read or change state inside a loop without waiting (:func:`start`,
+``resource.request()``, ``van.travel_to()``, :func:`now`) are plain functions.
 """
 
 from ._clock import Clock as Clock
-from ._clock import EventClock as EventClock
-from ._events import EventInfo as EventInfo
-from ._events import EventQueue as EventQueue
+from ._clock import TriggerClock as TriggerClock
 from ._geometry import ARRIVAL_TOLERANCE as ARRIVAL_TOLERANCE
 from ._geometry import Between as Between
 from ._geometry import DistanceTable as DistanceTable
@@ -69,8 +77,10 @@ from ._movement import Vehicle as Vehicle
 from ._stats import Summary as Summary
 from ._stats import Tally as Tally
 from ._stats import TimeSeries as TimeSeries
+from ._timeline import Timeline as Timeline
+from ._timeline import TimelineEntry as TimelineEntry
 from ._timer import PRIORITIES as PRIORITIES
-from ._timer import Event as Event
+from ._timer import PeriodicAction as PeriodicAction
 from ._timer import Timer as Timer
 
 __all__ = (
@@ -81,10 +91,6 @@ __all__ = (
     "Container",
     "DistanceTable",
     "Euclidean",
-    "Event",
-    "EventClock",
-    "EventInfo",
-    "EventQueue",
     "FilterStore",
     "Fleet",
     "Geometry",
@@ -95,6 +101,7 @@ __all__ = (
     "JourneyStatus",
     "ORDERS",
     "PRIORITIES",
+    "PeriodicAction",
     "Point",
     "Polyline",
     "Preempted",
@@ -111,7 +118,10 @@ __all__ = (
     "Summary",
     "Tally",
     "TimeSeries",
+    "Timeline",
+    "TimelineEntry",
     "Timer",
+    "TriggerClock",
     "Vehicle",
     "all_of",
     "current_process",

@@ -41,7 +41,7 @@ from typing import TypeVar
 import anyio
 import anyio.lowlevel
 
-from .._errors import VirtualTimeError
+from .._errors import UsageError, VirtualTimeError
 from .._time import (
     TICKS_PER_SECOND,
     check_delay,
@@ -52,7 +52,7 @@ from .._time import (
     to_ticks,
 )
 
-__all__ = ["Clock", "EventClock"]
+__all__ = ["Clock", "TriggerClock"]
 
 _C = TypeVar("_C", bound="Clock")
 _ZERO = Fraction(0)
@@ -81,7 +81,7 @@ def _loop_ticks() -> Fraction:
     try:
         now = anyio.current_time()
     except RuntimeError as exc:
-        raise VirtualTimeError(
+        raise UsageError(
             "this clock tree follows the event loop's time, but no event loop is running "
             "in this thread; read it inside the loop, or build the tree with a manual root "
             "(Clock(follow_loop=False)) to drive it with fast_forward()"
@@ -326,12 +326,12 @@ class Clock:
 
     def _check_manual_root(self, what: str) -> None:
         if self._parent is not None:
-            raise VirtualTimeError(
+            raise UsageError(
                 f"{what}() is only for the root of a clock tree; this clock is a child of "
                 f"{self._parent!r} and moves with it"
             )
         if self._follow:
-            raise VirtualTimeError(
+            raise UsageError(
                 f"{what}() needs a manual root, but this clock follows the event loop; "
                 "advance the loop instead (await anyio.sleep(dt), or the loop's fast_forward)"
             )
@@ -572,7 +572,7 @@ class Clock:
         if target < now:
             return
         if target > now and not self._rate:
-            raise VirtualTimeError(
+            raise UsageError(
                 f"run_until({time!r}): this root clock is paused (rate 0), so it can never "
                 f"reach {time!r}"
             )
@@ -597,13 +597,14 @@ class Clock:
         return f"<{type(self).__name__} {kind} rate={self._rate_value!r} now={now}>"
 
 
-class EventClock(Clock):
-    """A clock whose objects wait for a named event instead of a time (Ruck's EventClock).
+class TriggerClock(Clock):
+    """A clock whose objects wait for a named trigger instead of a time (Ruck's EventClock).
 
-    :meth:`wait` parks an object under an event; :meth:`raise_all` releases everything parked
-    under that event, filing it at the clock's current time, so it becomes due at zero offset
-    — first come, first served — in the tree's :meth:`~Clock.next` order.  Add it to a tree
-    like any clock.  Inside an event loop, an ``anyio.Event`` is usually simpler; this is for
+    :meth:`wait` parks an object under a trigger (any hashable name); :meth:`fire` releases
+    everything parked under that trigger, filing it at the clock's current time, so it becomes
+    due at zero offset — first come, first served — in the tree's :meth:`~Clock.next` order.
+    Add it to a tree like any clock.  Inside an event loop, an ``anyio.Event`` (or a
+    :class:`~virtualtime.sim.Signal` in a simulation) is usually simpler; this is for
     Ruck-style drivers of a manual tree.
     """
 
@@ -613,27 +614,27 @@ class EventClock(Clock):
         super().__init__(rate, start=start, follow_loop=False)
         self._waiting: dict[Hashable, dict[Hashable, None]] = {}
 
-    def wait(self, obj: Hashable, event: Hashable) -> None:
-        """Park ``obj`` until ``event`` is raised (moving it if it was parked or filed here)."""
+    def wait(self, obj: Hashable, trigger: Hashable) -> None:
+        """Park ``obj`` until ``trigger`` fires (moving it if it was parked or filed here)."""
         try:
             hash(obj)
         except TypeError:
             raise TypeError(f"obj must be hashable, got {obj!r}") from None
         try:
-            hash(event)
+            hash(trigger)
         except TypeError:
-            raise TypeError(f"event must be hashable, got {event!r}") from None
+            raise TypeError(f"trigger must be hashable, got {trigger!r}") from None
         self._entries.pop(obj, None)
         self._unpark(obj)
-        self._waiting.setdefault(event, {})[obj] = None
+        self._waiting.setdefault(trigger, {})[obj] = None
 
-    def waiting(self, event: Hashable) -> tuple[Hashable, ...]:
-        """The objects parked under ``event``, in the order they were parked."""
-        return tuple(self._waiting.get(event, ()))
+    def waiting(self, trigger: Hashable) -> tuple[Hashable, ...]:
+        """The objects parked under ``trigger``, in the order they were parked."""
+        return tuple(self._waiting.get(trigger, ()))
 
-    def raise_all(self, event: Hashable) -> int:
-        """Release every object parked under ``event``, due now; return how many."""
-        parked = self._waiting.pop(event, {})
+    def fire(self, trigger: Hashable) -> int:
+        """Release every object parked under ``trigger``, due now; return how many."""
+        parked = self._waiting.pop(trigger, {})
         now = self._now() if parked else _ZERO
         for obj in parked:
             self._file(obj, now)
@@ -645,11 +646,11 @@ class EventClock(Clock):
         self._unpark(obj)
 
     def _unpark(self, obj: Hashable) -> bool:
-        for event, parked in self._waiting.items():
+        for trigger, parked in self._waiting.items():
             if obj in parked:
                 del parked[obj]
                 if not parked:
-                    del self._waiting[event]
+                    del self._waiting[trigger]
                 return True  # stop iterating: the dict just changed
         return False
 

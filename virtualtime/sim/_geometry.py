@@ -167,7 +167,8 @@ class Euclidean:
         return math.dist(a, b)
 
     def is_reachable(self, a: Point, b: Point) -> bool:
-        """Always true: every point of a plane can be reached."""
+        """True when ``a`` and ``b`` have as many coordinates: then every point can be reached
+        in a straight line (a 2-D point and a 3-D point are not in the same space)."""
         return len(a) == len(b)
 
     def position_along(self, a: Point, b: Point, distance: float) -> Point:

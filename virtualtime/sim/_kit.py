@@ -32,9 +32,11 @@ deterministic on asyncio.  Where SimPy's order differs, ``order="simpy"`` gives 
 The fast path
 -------------
 On asyncio the kit waits on plain futures and the loop's own timers (``call_later``), the
-cheapest wait asyncio has; on trio it goes through anyio (an ``Event`` per wait, a
-``CancelScope`` per sleep).  The behaviour is the same on both; trio randomises the order of
-same-instant wake-ups by design, so only asyncio promises FIFO.
+cheapest wait asyncio has, and a wait that nothing else precedes skips its loop round
+(:mod:`virtualtime.sim._fast`); on trio it uses trio's own primitives (a ``trio.Event`` per
+wait, a ``trio.CancelScope`` deadline per sleep) rather than anyio's wrappers.  The behaviour
+is the same on both; trio randomises the order of same-instant wake-ups by design, so only
+asyncio promises FIFO.
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 import sniffio
 
-from .._errors import DeadlockError, VirtualTimeError
+from .._errors import DeadlockError, UsageError, VirtualTimeError
 from .._time import check_delay, to_seconds, to_ticks
+from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
+from ._fast import trio_module
 from ._stats import Tally, TimeSeries
 
 __all__ = [
@@ -148,7 +152,7 @@ class _Waiter:
     __slots__ = ("_callbacks", "_event", "_exc", "_state", "_value")
 
     def __init__(self) -> None:
-        self._event = anyio.Event()
+        self._event = trio_module().Event()
         self._state = _PENDING
         self._value: Any = None
         self._exc: BaseException | None = None
@@ -205,7 +209,7 @@ def _suspend_once(env: Simulation) -> Generator[Any, None, None]:
         while env._unstarted:
             yield
     else:
-        yield from anyio.lowlevel.checkpoint().__await__()
+        yield from trio_module().lowlevel.checkpoint().__await__()
 
 
 def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, None, Any]:
@@ -241,6 +245,18 @@ class _Abandonable:
 _NOTHING: Final = _Abandonable()
 
 
+class _NoWait:
+    """An awaitable that completes at once with None (what a sync ``__aexit__`` returns)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]
+
+
+_NO_WAIT: Final = _NoWait()
+
+
 # --------------------------------------------------------------------------- the simulation
 
 
@@ -248,7 +264,7 @@ def _current(what: str) -> Simulation:
     try:
         return _SIM.get()
     except LookupError:
-        raise VirtualTimeError(
+        raise UsageError(
             f"{what} needs a running simulation: call it inside sim.simulate(...) or inside "
             "'async with sim.Simulation():'"
         ) from None
@@ -312,7 +328,7 @@ class Simulation:
 
     async def __aenter__(self) -> Simulation:
         if self._entered:
-            raise VirtualTimeError("a Simulation can be entered once")
+            raise UsageError("a Simulation can be entered once")
         self._entered = True
         library = sniffio.current_async_library()
         if library == "asyncio":
@@ -322,7 +338,7 @@ class Simulation:
         else:
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
-            self._clock = anyio.current_time
+            self._clock = trio_module().current_time
         self._started = self._clock()
         self._token = _SIM.set(self)
         return self
@@ -363,7 +379,7 @@ class Simulation:
             )
         if self._final is not None:
             coro.close()
-            raise VirtualTimeError("this simulation has ended; it cannot start processes")
+            raise UsageError("this simulation has ended; it cannot start processes")
         proc: Process[T] = Process(self, coro, name)
         self._live.add(proc)
         if self._fast:
@@ -488,7 +504,7 @@ class Simulation:
 
 
 def _no_clock() -> float:
-    raise VirtualTimeError("this Simulation has not been entered yet ('async with' it)")
+    raise UsageError("this Simulation has not been entered yet ('async with' it)")
 
 
 def _settle_halt(halt: Waiter) -> None:
@@ -503,6 +519,16 @@ async def _drive_asyncio(target: float) -> None:
     if isinstance(loop, VirtualEventLoop):
         from .._control import run_until
 
+        if loop.autojump and not loop.rate and target > loop.time():
+            # Reach the instant on a plain loop timer, so that until then the loop keeps its
+            # fast path (a drive makes every round take the general one) and kit waits can
+            # skip rounds; the drive then runs everything due at the instant.
+            future: asyncio.Future[None] = loop.create_future()
+            handle = loop.call_at(target, _set_result, future, None)
+            try:
+                await future
+            finally:
+                handle.cancel()
         await run_until(target)
     else:
         await asyncio.sleep(max(0.0, target - loop.time()))
@@ -545,7 +571,7 @@ class Process(_Abandonable, Generic[T]):
         self._pending: list[Interrupt] | None = None  # made when an interrupt must wait
         self._target: Waiter | None = None
         self._task: asyncio.Task[Any] | None = None
-        self._scope: anyio.CancelScope | None = None
+        self._scope: Any = None  # a trio.CancelScope, on trio
 
     @property
     def name(self) -> str:
@@ -561,7 +587,7 @@ class Process(_Abandonable, Generic[T]):
     def value(self) -> T:
         """The return value (raises the process's exception, or if it has not ended)."""
         if self._state == _PENDING:
-            raise VirtualTimeError(f"{self!r} has not ended yet; await it for its value")
+            raise UsageError(f"{self!r} has not ended yet; await it for its value")
         if self._exc is not None:
             raise self._exc
         result: T = self._value
@@ -600,7 +626,7 @@ class Process(_Abandonable, Generic[T]):
 
     async def _body_anyio(self) -> None:
         """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
-        with anyio.CancelScope() as scope:
+        with trio_module().CancelScope() as scope:
             self._scope = scope
             await self._body()
         if scope.cancelled_caught and self._state == _PENDING:
@@ -641,7 +667,7 @@ class Process(_Abandonable, Generic[T]):
         waiting on something that is not the kit's keeps the interrupt for its next kit await.
         """
         if self._state != _PENDING:
-            raise VirtualTimeError(f"{self!r} has ended and cannot be interrupted")
+            raise UsageError(f"{self!r} has ended and cannot be interrupted")
         exc = Interrupt(cause)
         target = self._target
         if target is not None and not target.done():
@@ -760,14 +786,15 @@ class _Sleep(_Abandonable):
             yield from _sleep_anyio(env, self._delay).__await__()
             return
         loop = env._loop
+        proc = _PROC.get()
+        if proc is not None and proc._pending:
+            raise proc._pending.pop(0)
+        if _jump_by(loop, self._delay, None if proc is None else proc._task):
+            return  # nothing else could run before the sleep ends: no loop round needed
         assert loop is not None
         future = loop.create_future()
         handle = loop.call_later(self._delay, _set_result, future, None)
-        proc = _PROC.get()
         if proc is not None:
-            if proc._pending:
-                handle.cancel()
-                raise proc._pending.pop(0)
             proc._target = future
         try:
             yield from future  # only the timer gives it a result; an interrupt an exception
@@ -792,7 +819,7 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
             raise proc._pending.pop(0)
         proc._target = waiter
     try:
-        with anyio.move_on_after(delay):
+        with trio_module().move_on_after(delay):
             await waiter
     finally:
         if proc is not None:
@@ -840,7 +867,7 @@ class Signal(_Abandonable):
     def value(self) -> Any:
         """The value it succeeded with (its exception if it failed)."""
         if self._state == _PENDING:
-            raise VirtualTimeError("this Signal has not fired yet")
+            raise UsageError("this Signal has not fired yet")
         if self._exc is not None:
             raise self._exc
         return self._value
@@ -857,7 +884,7 @@ class Signal(_Abandonable):
 
     def _fire(self, value: Any, exc: BaseException | None) -> None:
         if self._state != _PENDING:
-            raise VirtualTimeError("this Signal has already fired; a Signal fires once")
+            raise UsageError("this Signal has already fired; a Signal fires once")
         self._state = _DONE
         self._value = value
         self._exc = exc
@@ -975,7 +1002,11 @@ class Request(_Op):
     __slots__ = ("_key", "_process", "_resource", "preempt", "priority", "usage_since")
 
     def __init__(self, resource: Resource, env: Simulation, priority: int, preempt: bool) -> None:
-        super().__init__(env)
+        self._env = env  # _Op.__init__, inlined
+        self._state = _PENDING
+        self._value: Any = None
+        self._waiter: Waiter | None = None
+        self._time = env._clock()
         self._resource = resource
         self.priority = priority
         self.preempt = preempt
@@ -1017,15 +1048,20 @@ class Request(_Op):
     def __exit__(self, *exc_info: object) -> None:
         self.release()
 
-    async def __aenter__(self) -> Request:
-        await self
-        return self
+    def __aenter__(self) -> Request:
+        return self  # ``async with`` awaits it: the grant (no coroutine per block)
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    def __aexit__(self, *exc_info: object) -> Awaitable[None]:
         self.release()
+        return _NO_WAIT
 
     def __await__(self) -> Generator[Any, None, Request]:
-        yield from super().__await__()
+        if self._state == _DONE and self._waiter is None and not self._env._simpy:
+            # Granted when made (the common case): _Op.__await__'s fast path, inlined.
+            proc = _PROC.get()
+            if proc is None or not proc._pending:
+                return self
+        yield from _Op.__await__(self)
         return self
 
     def __repr__(self) -> str:
@@ -1064,9 +1100,7 @@ def _bind(owner: Any, env: Simulation | None) -> Simulation:
         owner._env = current
         return current
     if current is not env:
-        raise VirtualTimeError(
-            f"{owner!r} belongs to another simulation; make a new one for each run"
-        )
+        raise UsageError(f"{owner!r} belongs to another simulation; make a new one for each run")
     return env
 
 

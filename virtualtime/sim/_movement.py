@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
@@ -80,9 +79,10 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 import anyio.abc
 
+from .._errors import UsageError
 from .._time import check_delay, delay_ticks, to_seconds, to_ticks
 from ..trace import Category, record_span, recording, register_category
-from ._fast import asyncio_loop, set_result
+from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
 
 __all__ = [
@@ -109,7 +109,6 @@ P = TypeVar("P")
 V = TypeVar("V", bound="Vehicle[Any]")
 
 _FRACTION_DONE: Final = 1.0 - 1e-12
-_names = itertools.count(1)
 
 
 class JourneyStatus(enum.Enum):
@@ -305,16 +304,24 @@ class _Leg(Generic[P]):
     boundaries: Sequence[float] | None
 
 
-@dataclass(frozen=True, slots=True)
 class _Step(Generic[P]):
-    """A planned step: fixed when planned, applied when it ends."""
+    """A planned step: fixed when planned, applied when it ends (never changed after).
 
-    start: int
-    end: int
-    distance: float
-    velocity: float
-    done_after: float
-    target: P
+    A plain slotted class: one is made per step, and a frozen dataclass's ``__init__``
+    (``object.__setattr__`` per field) was a visible part of a step's cost.
+    """
+
+    __slots__ = ("distance", "done_after", "end", "start", "target", "velocity")
+
+    def __init__(
+        self, start: int, end: int, distance: float, velocity: float, done_after: float, target: P
+    ) -> None:
+        self.start = start
+        self.end = end
+        self.distance = distance
+        self.velocity = velocity
+        self.done_after = done_after
+        self.target = target
 
 
 class Vehicle(Generic[P]):
@@ -356,6 +363,9 @@ class Vehicle(Generic[P]):
         halts it there.  A breakdown, a flat battery or a blocked zone found part way.
     ``history``
         How many ended journeys :attr:`journeys` keeps (``None``: all, ``0``: none).
+    ``name``
+        For reprs, task names, traces and messages.  Default: ``vehicle-N`` from its place in
+        the first fleet it joins (see :attr:`name`).
     """
 
     def __init__(
@@ -385,16 +395,14 @@ class Vehicle(Generic[P]):
         ):
             if callback is not None and not callable(callback):
                 raise TypeError(f"{label} must be callable or None, got {callback!r}")
-        if name is None:
-            name = f"vehicle-{next(_names)}"
-        elif not isinstance(name, str):
+        if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str or None, got {name!r}")
         if history is not None:
             if isinstance(history, bool) or not isinstance(history, int):
                 raise TypeError(f"history must be an int >= 0 or None, got {history!r}")
             if history < 0:
                 raise ValueError(f"history must be >= 0 or None, got {history!r}")
-        self._name = name
+        self._name: str | None = name
         self._on_journey_ended = on_journey_ended
         self._gate = continuation_gate
         self._initial: P = start
@@ -406,7 +414,7 @@ class Vehicle(Generic[P]):
         self._leg: _Leg[P] | None = None
         self._step: _Step[P] | None = None
         self._driver: object | None = None
-        self._sleep_scope: anyio.CancelScope | None = None
+        self._sleep_scope: Any = None  # a trio.CancelScope while a step sleeps on trio
         self._sleep_future: asyncio.Future[None] | None = None
         self._fleet: Fleet | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -421,8 +429,13 @@ class Vehicle(Generic[P]):
 
     @property
     def name(self) -> str:
-        """The vehicle's name (used in reprs, task names and messages)."""
-        return self._name
+        """The vehicle's name (used in reprs, task names, traces and messages).
+
+        An unnamed vehicle is named when it first joins a fleet: ``vehicle-N``, ``N`` its
+        place in that fleet (1 for ``async with vehicle:``), so names do not depend on what
+        else the process has created.  Until then it reads ``"vehicle"``.
+        """
+        return "vehicle" if self._name is None else self._name
 
     @property
     def geometry(self) -> Geometry[P]:
@@ -520,7 +533,8 @@ class Vehicle(Generic[P]):
         same destination as the journey under way returns that journey.  A vehicle that is
         idle or halted and already there gets a journey that has already arrived (a halted one
         becomes idle).  ``ValueError`` for a destination that is not reachable or not valid,
-        or a velocity that is not > 0; ``RuntimeError`` when the vehicle is not in service.
+        or a velocity that is not > 0; :class:`~virtualtime.UsageError` (a ``VirtualTimeError`` and a ``RuntimeError``)
+        when the vehicle is not in service.
         In every error case the vehicle is left as it was.
         """
         self._check_not_busy("travel_to")
@@ -530,7 +544,7 @@ class Vehicle(Generic[P]):
         origin = self._position if step is None else step.target
         if not geometry.is_reachable(origin, dest):
             raise ValueError(
-                f"destination {dest!r} cannot be reached from {origin!r} by {self._name!r} "
+                f"destination {dest!r} cannot be reached from {origin!r} by {self.name!r} "
                 f"in {geometry!r}"
             )
         if step is not None:
@@ -671,8 +685,8 @@ class Vehicle(Generic[P]):
         try:
             return to_ticks(anyio.current_time())
         except RuntimeError as error:  # sniffio's "no async library" is a RuntimeError
-            raise RuntimeError(
-                f"{self._name!r} can only be commanded from inside a running event loop "
+            raise UsageError(
+                f"{self.name!r} can only be commanded from inside a running event loop "
                 "(asyncio or trio, through anyio)"
             ) from error
 
@@ -683,13 +697,13 @@ class Vehicle(Generic[P]):
             return value  # the common case, without the ABC check below
         if isinstance(value, bool) or not isinstance(value, Real):
             raise TypeError(
-                f"velocity of {self._name!r} must be a real number, got {value!r} "
+                f"velocity of {self.name!r} must be a real number, got {value!r} "
                 f"({type(value).__name__})"
             )
         v = float(value)
         if not (v > 0 and math.isfinite(v)):
             raise ValueError(
-                f"velocity of {self._name!r} must be finite and > 0 when a step is planned, "
+                f"velocity of {self.name!r} must be finite and > 0 when a step is planned, "
                 f"got {value!r} (to stop a vehicle, halt() it)"
             )
         return v
@@ -699,7 +713,7 @@ class Vehicle(Generic[P]):
         length = geometry.distance(origin, target)
         if not math.isfinite(length):
             raise ValueError(
-                f"destination {target!r} cannot be reached from {origin!r} by {self._name!r}"
+                f"destination {target!r} cannot be reached from {origin!r} by {self.name!r}"
             )
         boundaries = geometry.boundaries(origin, target)
         interpolates = boundaries is not None or (
@@ -745,16 +759,16 @@ class Vehicle(Generic[P]):
 
     def _check_not_busy(self, command: str) -> None:
         if self._busy:
-            raise RuntimeError(
-                f"{command}() called on {self._name!r} from its own velocity function or "
+            raise UsageError(
+                f"{command}() called on {self.name!r} from its own velocity function or "
                 "continuation gate; a gate says no by returning False"
             )
 
     def _require_service(self) -> anyio.abc.TaskGroup:
         group = self._task_group
         if group is None:
-            raise RuntimeError(
-                f"{self._name!r} is not in service: command it inside `async with vehicle:` or "
+            raise UsageError(
+                f"{self.name!r} is not in service: command it inside `async with vehicle:` or "
                 "after `fleet.add(vehicle)` inside `async with Fleet() as fleet:`"
             )
         return group
@@ -783,7 +797,7 @@ class Vehicle(Generic[P]):
         self._step = step
         token = object()
         self._driver = token
-        group.start_soon(self._drive, token, name=f"virtualtime.sim vehicle {self._name}")
+        group.start_soon(self._drive, token, name=f"virtualtime.sim vehicle {self.name}")
         return journey
 
     def _stop_driver(self) -> None:
@@ -799,6 +813,7 @@ class Vehicle(Generic[P]):
     async def _drive(self, token: object) -> None:
         """The vehicle's own task for one journey: sleep to each step end, apply it, re-plan."""
         loop = asyncio_loop()
+        trio: Any = trio_module() if loop is None else None
         try:
             while self._driver is token:
                 step = self._step
@@ -806,9 +821,10 @@ class Vehicle(Generic[P]):
                 if loop is not None:
                     # The fast path: a future and a loop timer; _stop_driver resolves it.
                     delay = step.end - to_ticks(loop.time())
-                    if delay > 0:
+                    seconds = to_seconds(delay)
+                    if delay > 0 and not jump_by(loop, seconds, None):
                         future: asyncio.Future[None] = loop.create_future()
-                        handle = loop.call_later(to_seconds(delay), set_result, future, None)
+                        handle = loop.call_later(seconds, set_result, future, None)
                         self._sleep_future = future
                         try:
                             await future
@@ -825,11 +841,13 @@ class Vehicle(Generic[P]):
                         return
                     self._step_ended(step)
                     continue
-                with anyio.CancelScope() as scope:
-                    self._sleep_scope = scope
-                    delay = step.end - self._now()
-                    if delay > 0:
-                        await anyio.sleep(to_seconds(delay))
+                # trio: one cancel scope whose deadline is the step's end; _stop_driver
+                # cancels it to wake the driver early.
+                scope = trio.CancelScope(deadline=to_seconds(step.end))
+                self._sleep_scope = scope
+                with scope:
+                    if step.end > to_ticks(trio.current_time()):
+                        await trio.sleep_forever()
                 if self._sleep_scope is scope:
                     self._sleep_scope = None
                 if self._driver is not token or self._step is not step:
@@ -946,7 +964,7 @@ class Vehicle(Generic[P]):
             state = f"halted, bound for {self._destination!r}"
         else:
             state = f"travelling to {self._destination!r}"
-        return f"<Vehicle {self._name!r} at {self._position!r}, {state}>"
+        return f"<Vehicle {self.name!r} at {self._position!r}, {state}>"
 
 
 class Fleet:
@@ -995,6 +1013,8 @@ class Fleet:
             vehicle._task_group = self._task_group
         if vehicle not in self._vehicles:
             self._vehicles.append(vehicle)
+            if vehicle._name is None:
+                vehicle._name = f"vehicle-{len(self._vehicles)}"
         return vehicle
 
     def _claim(self, vehicle: Vehicle[Any]) -> None:
@@ -1007,7 +1027,7 @@ class Fleet:
 
     async def __aenter__(self) -> Fleet:
         if self._task_group is not None:
-            raise RuntimeError(f"{self!r} is already open")
+            raise UsageError(f"{self!r} is already open")
         for vehicle in self._vehicles:
             if vehicle._fleet is not None and vehicle._fleet is not self:
                 self._claim(vehicle)  # raises

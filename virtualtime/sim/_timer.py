@@ -1,4 +1,4 @@
-"""Periodic events with priorities, run by a timer (TerraME's Timer and Event).
+"""Periodic actions with priorities, run by a timer (TerraME's Timer and Event).
 
 The ordering guarantee
 ----------------------
@@ -9,7 +9,7 @@ so two events with the same period and priority keep alternating in a stable ord
 
 Exact periods
 -------------
-Event times are integer nanosecond ticks and a period is added in ticks, so ``start=0.1,
+Times are integer nanosecond ticks and a period is added in ticks, so ``start=0.1,
 period=0.1`` lands on exactly ``1000.0`` after 10,000 periods.  TerraME snaps times to the
 nearest integer within ``round=1e-5`` to hide float drift; with exact ticks there is no drift
 to hide, and snapping would corrupt short periods (``period=1e-6`` would collapse onto whole
@@ -18,8 +18,8 @@ as 1/3 that no decimal spells exactly).
 
 Timer time and loop time
 ------------------------
-Event times are instants of the running event loop's clock (``anyio.current_time()``):
-``Event(start=5)`` runs when the loop reads 5.  :meth:`Timer.run` sleeps the loop from one
+Action times are instants of the running event loop's clock (``anyio.current_time()``):
+``PeriodicAction(start=5)`` runs when the loop reads 5.  :meth:`Timer.run` sleeps the loop from one
 event to the next, and the timer's :attr:`~Timer.time` is the instant of the last dispatch
 (``-inf`` before the first).  If an event's instant is already behind the loop — a negative
 start, a timer made late, a :meth:`~Timer.reset`, an action that slept — it runs at once,
@@ -44,26 +44,28 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Final, Never, TypeAlias
+from typing import Any, Final, Never, TypeAlias
 
-import anyio
-
-from .._errors import VirtualTimeError
+from .._errors import UsageError
 from .._time import TICKS_PER_SECOND, check_delay, check_finite, delay_ticks, to_seconds, to_ticks
-from ._fast import asyncio_loop
+from ._fast import asyncio_loop, jump_to, trio_module
 from ._fast import set_result as _set_result
 
-__all__ = ["PRIORITIES", "Event", "Timer"]
+__all__ = ["PRIORITIES", "PeriodicAction", "Timer"]
 
 PRIORITIES: Final[Mapping[str, int]] = MappingProxyType(
     {"verylow": 10, "low": 5, "medium": 0, "high": -5, "veryhigh": -10}
 )
 """TerraME's named priorities.  Smaller runs first."""
 
-Action: TypeAlias = "Callable[[Event, Timer], object]"
+Action: TypeAlias = "Callable[[PeriodicAction, Timer], object]"
 """``action(event, timer)``: sync or async; returning exactly ``False`` ends the event."""
 
 _sequence = itertools.count()
+_isawaitable: Final = inspect.isawaitable
+_current_task: Final = asyncio.current_task
+heappop: Final = heapq.heappop
+heappush: Final = heapq.heappush
 
 
 def _hint(word: str, choices: Iterable[str]) -> str:
@@ -109,7 +111,7 @@ def _time_repr(ticks: int | None) -> str:
     return "-inf" if ticks is None else repr(to_seconds(ticks))
 
 
-class Event:
+class PeriodicAction:
     """Something that happens at ``start`` and then every ``period``, until it says stop.
 
     Use it for the regular processes of a model — sense every 2 s, report every 5 s, update
@@ -143,7 +145,7 @@ class Event:
         if unknown:
             name = next(iter(unknown))
             raise TypeError(
-                f"Event() got an unexpected keyword argument {name!r}"
+                f"PeriodicAction() got an unexpected keyword argument {name!r}"
                 + _hint(name, ("action", "start", "period", "priority"))
             )
         self._action = _check_action(action)
@@ -219,13 +221,13 @@ class Event:
     def __repr__(self) -> str:
         name = getattr(self._action, "__qualname__", None) or repr(self._action)
         return (
-            f"<Event {name} time={_time_repr(self._time)} period={self.period!r} "
+            f"<PeriodicAction {name} time={_time_repr(self._time)} period={self.period!r} "
             f"priority={self._priority!r}>"
         )
 
 
 class Timer:
-    """Runs :class:`Event` s in time order, in the event loop's virtual time (TerraME's Timer).
+    """Runs :class:`PeriodicAction` s in time order, in the loop's virtual time (TerraME's Timer).
 
     Use a timer when a model is a set of periodic processes with a fixed order among
     simultaneous ones: it is the ``for t in range(...)`` loop of a simulation, but with
@@ -256,13 +258,14 @@ class Timer:
         "_time",
     )
 
-    def __init__(self, *events: Event, snap: float = 0.0) -> None:
+    def __init__(self, *events: PeriodicAction, snap: float = 0.0) -> None:
         snap_value = check_delay("snap", snap)
         seen: set[int] = set()
         for index, event in enumerate(events):
-            if not isinstance(event, Event):
+            if not isinstance(event, PeriodicAction):
                 raise TypeError(
-                    f"events[{index}] must be an Event, got {event!r} ({type(event).__name__})"
+                    f"events[{index}] must be a PeriodicAction, got {event!r} "
+                    f"({type(event).__name__})"
                 )
             if id(event) in seen:
                 raise ValueError(f"events[{index}] ({event!r}) is given twice")
@@ -274,11 +277,11 @@ class Timer:
                 )
         self._snap = to_ticks(snap_value)
         self._time: int | None = None
-        self._heap: list[tuple[int, int, int, Event]] = []
+        self._heap: list[tuple[int, int, int, PeriodicAction]] = []
         self._count = 0
-        self._current: Event | None = None
+        self._current: PeriodicAction | None = None
         self._running = False
-        self._sleep_scope: anyio.CancelScope | None = None
+        self._sleep_scope: Any = None  # a trio.CancelScope while sleeping on trio
         self._sleep_future: asyncio.Future[bool] | None = None
         self._observers: list[Callable[[float], object]] = []
         for event in events:
@@ -287,13 +290,13 @@ class Timer:
 
     # ------------------------------------------------------------------ queue
 
-    def _push(self, event: Event) -> None:
+    def _push(self, event: PeriodicAction) -> None:
         seq = next(_sequence)
         event._entry = seq
         heapq.heappush(self._heap, (event._time, event._priority, seq, event))
         self._count += 1
 
-    def _head(self) -> tuple[int, int, int, Event] | None:
+    def _head(self) -> tuple[int, int, int, PeriodicAction] | None:
         heap = self._heap
         while heap:
             entry = heap[0]
@@ -303,14 +306,16 @@ class Timer:
             heapq.heappop(heap)
         return None
 
-    def _requeue(self, event: Event) -> None:
+    def _requeue(self, event: PeriodicAction) -> None:
         self._count -= 1
         self._push(event)
         self._interrupt()
 
     def _interrupt(self) -> None:
-        if self._sleep_scope is not None:
-            self._sleep_scope.cancel()
+        scope = self._sleep_scope
+        if scope is not None:
+            self._sleep_scope = None  # tells _sleep_until it was woken early
+            scope.cancel()
         future = self._sleep_future
         if future is not None and not future.done():
             future.set_result(False)
@@ -321,7 +326,7 @@ class Timer:
         return -math.inf if self._time is None else to_seconds(self._time)
 
     @property
-    def events(self) -> list[Event]:
+    def events(self) -> list[PeriodicAction]:
         """The queued events in the order they will run (a new list)."""
         entries = sorted(
             entry for entry in self._heap if entry[3]._timer is self and entry[3]._entry == entry[2]
@@ -332,14 +337,16 @@ class Timer:
         """How many events are queued (an event whose action is running is not counted)."""
         return self._count
 
-    def add(self, event: Event) -> Event:
+    def add(self, event: PeriodicAction) -> PeriodicAction:
         """Queue ``event`` (behind events at the same time and priority) and return it.
 
         An event belongs to one timer at a time, and its time may not be behind the timer's
         time (that would make time run backwards): both are a ``ValueError``.
         """
-        if not isinstance(event, Event):
-            raise TypeError(f"event must be an Event, got {event!r} ({type(event).__name__})")
+        if not isinstance(event, PeriodicAction):
+            raise TypeError(
+                f"event must be a PeriodicAction, got {event!r} ({type(event).__name__})"
+            )
         if event._timer is self:
             raise ValueError(f"event {event!r} is already in this timer")
         if event._timer is not None:
@@ -358,10 +365,12 @@ class Timer:
         self._interrupt()
         return event
 
-    def remove(self, event: Event) -> None:
+    def remove(self, event: PeriodicAction) -> None:
         """Take ``event`` out of this timer (inside its own action: it will not come back)."""
-        if not isinstance(event, Event):
-            raise TypeError(f"event must be an Event, got {event!r} ({type(event).__name__})")
+        if not isinstance(event, PeriodicAction):
+            raise TypeError(
+                f"event must be a PeriodicAction, got {event!r} ({type(event).__name__})"
+            )
         if event._timer is not self:
             raise ValueError(f"event {event!r} is not in this timer")
         event._timer = None
@@ -395,7 +404,7 @@ class Timer:
         """Register ``callback(time)`` to be called by :meth:`notify`; returns ``callback``.
 
         Notification is explicit, as in TerraME: call :meth:`notify` where a snapshot is
-        wanted, typically from an event (``Event(action=lambda e, t: t.notify())``).
+        wanted, typically from an event (``PeriodicAction(action=lambda e, t: t.notify())``).
         """
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {callback!r}")
@@ -425,13 +434,13 @@ class Timer:
                 "time never goes backwards (use reset() to start the timer afresh)"
             )
         if self._running:
-            raise VirtualTimeError(
+            raise UsageError(
                 "this timer is already running (run() and run_sync() are not re-entrant; "
                 "to change the queue from an action, use add(), remove() or config())"
             )
         return limit
 
-    def _begin(self, entry: tuple[int, int, int, Event]) -> Event:
+    def _begin(self, entry: tuple[int, int, int, PeriodicAction]) -> PeriodicAction:
         heapq.heappop(self._heap)
         event = entry[3]
         self._count -= 1
@@ -439,7 +448,7 @@ class Timer:
         self._current = event
         return event
 
-    def _finish(self, event: Event, result: object) -> None:
+    def _finish(self, event: PeriodicAction, result: object) -> None:
         self._current = None
         if event._timer is not self:  # removed by its own action
             return
@@ -453,7 +462,9 @@ class Timer:
                 event._time = nearest
         self._push(event)
 
-    def _restore(self, event: Event, entry: tuple[int, int, int, Event], period: int) -> None:
+    def _restore(
+        self, event: PeriodicAction, entry: tuple[int, int, int, PeriodicAction], period: int
+    ) -> None:
         """An action failed: put the event back exactly as it was dispatched."""
         self._current = None
         if event._timer is not self:
@@ -475,36 +486,62 @@ class Timer:
         limit = self._check_run(until)
         self._running = True
         loop = asyncio_loop()  # on asyncio, the fast path: a future and a loop timer
-        clock = loop.time if loop is not None else anyio.current_time
+        clock = loop.time if loop is not None else trio_module().current_time
+        task = _current_task() if loop is not None else None
+        heap = self._heap
         try:
+            now = to_ticks(clock())
             while True:
                 entry = self._head()
                 if entry is None:
                     return
-                due = min(entry[0], limit)
-                if due > to_ticks(clock()):
-                    # Events due now (or overdue) run without a trip through the loop.
-                    if loop is not None:
-                        awake = await self._sleep_asyncio(loop, due)
+                at = entry[0]
+                due = at if at < limit else limit
+                slept = False
+                if due > now:
+                    # Events due now (or overdue) run without a trip through the loop; so
+                    # does the next instant when nothing else could run before it.
+                    if loop is not None and jump_to(loop, due, task):
+                        now = due
                     else:
-                        awake = await self._sleep_until(due)
-                    if not awake:
-                        continue  # the queue changed while we slept: look again
-                if entry[0] > limit:
+                        if loop is not None:
+                            awake = await self._sleep_asyncio(loop, due)
+                        else:
+                            awake = await self._sleep_until(due)
+                        now = to_ticks(clock())
+                        if not awake:
+                            continue  # the queue changed while we slept: look again
+                        slept = True
+                if at > limit:
                     self._time = limit
                     return
-                if self._head() is not entry:
+                if slept and self._head() is not entry:
                     continue
-                event = self._begin(entry)
+                heappop(heap)  # _begin, inlined
+                event = entry[3]
+                self._count -= 1
+                self._time = at
+                self._current = event
                 period = event._period
                 try:
                     result = event._action(event, self)
-                    if inspect.isawaitable(result):
+                    if result is not None and result is not False and _isawaitable(result):
                         result = await result
+                        now = to_ticks(clock())
                 except BaseException:
                     self._restore(event, entry, period)
                     raise
-                self._finish(event, result)
+                if result is not False and event._timer is self and not self._snap:
+                    # _finish and _push, inlined for the common case: back in the queue.
+                    self._current = None
+                    time = event._time + event._period
+                    event._time = time
+                    seq = next(_sequence)
+                    event._entry = seq
+                    heappush(heap, (time, event._priority, seq, event))
+                    self._count += 1
+                else:
+                    self._finish(event, result)
         finally:
             self._running = False
 
@@ -520,15 +557,22 @@ class Timer:
             self._sleep_future = None
 
     async def _sleep_until(self, ticks: int) -> bool:
-        """Sleep until loop time ``ticks``; False if the queue changed meanwhile."""
-        scope = anyio.CancelScope()
+        """Sleep until loop time ``ticks`` on trio; False if the queue changed meanwhile.
+
+        One trio cancel scope whose deadline is the wake-up (what ``trio.sleep_until`` does
+        inside), cancelled early by a change of the queue.
+        """
+        trio = trio_module()
+        scope = trio.CancelScope(deadline=to_seconds(ticks))
         self._sleep_scope = scope
         try:
             with scope:
-                await anyio.sleep_until(to_seconds(ticks))
+                await trio.sleep_forever()
         finally:
-            self._sleep_scope = None
-        return not scope.cancel_called
+            woken = self._sleep_scope is not scope
+            if not woken:
+                self._sleep_scope = None
+        return not woken
 
     def run_sync(self, until: float) -> None:
         """:meth:`run` without an event loop: the model time simply jumps.

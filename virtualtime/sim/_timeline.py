@@ -1,18 +1,18 @@
-"""Events with a start and a duration, polled frame by frame (Nit's ``event_queue``).
+"""Things with a start and a duration on a timeline, polled frame by frame (Nit's event queue).
 
 When to use it
 --------------
-A :class:`~virtualtime.sim.Timer` *calls* things at instants.  An :class:`EventQueue` is for
+A :class:`~virtualtime.sim.Timer` *calls* things at instants.  A :class:`Timeline` is for
 the other style of model, the game-loop or frame style: things *last* (a truck loading for 5
 minutes, a light that is on from 10 to 40), and every step you ask "what is going on now, how
-far along is each, what just finished?".  :meth:`EventQueue.update` answers that for a step of
-``dt``; :meth:`EventQueue.ticks` does it every ``dt`` of the event loop's virtual time.
+far along is each, what just finished?".  :meth:`Timeline.update` answers that for a step of
+``dt``; :meth:`Timeline.steps` does it every ``dt`` of the event loop's virtual time.
 
 Rules (Nit's, with its loose ends tied)
 ---------------------------------------
-``update(dt)`` adds ``dt`` to :attr:`EventQueue.time`, drops the events that had expired at
+``update(dt)`` adds ``dt`` to :attr:`Timeline.time`, drops the events that had expired at
 the previous update, activates every queued event whose start is at or before the new time
-(unless it was :meth:`~EventInfo.expire` d before starting), then refreshes each active event:
+(unless it was :meth:`~TimelineEntry.expire` d before starting), then refreshes each active event:
 ``time`` = time since its start, expired once that reaches its duration, ``dt`` = the step or
 the time since its start if shorter, ``completion`` = ``time / duration``, and ``occurrences``
 +1.  It returns the active events — those that expired during this step included, flagged
@@ -44,7 +44,7 @@ import anyio
 
 from .._time import check_delay, check_finite, delay_ticks, to_seconds, to_ticks
 
-__all__ = ["EventInfo", "EventQueue"]
+__all__ = ["TimelineEntry", "Timeline"]
 
 E = TypeVar("E")
 
@@ -52,7 +52,8 @@ _sequence = itertools.count()
 
 
 def _check_duration(duration: float | None) -> int | None:
-    """Ticks of a duration; None means infinite.  None and 0 both make an instant event."""
+    """Ticks of a duration: None and 0 make an instant event (0 ticks); ``inf`` gives None,
+    which means the entry never expires."""
     if duration is None:
         return 0
     if isinstance(duration, float) and duration == math.inf:
@@ -67,10 +68,10 @@ def _finite_duration(duration: float | None, what: str) -> int:
     return ticks
 
 
-class EventInfo(Generic[E]):
-    """What the queue knows about one registered event, refreshed by each update.
+class TimelineEntry(Generic[E]):
+    """What the timeline knows about one registered item, refreshed by each update.
 
-    Returned by :meth:`EventQueue.add` and friends, and by :meth:`EventQueue.update`.  Read
+    Returned by :meth:`Timeline.add` and friends, and by :meth:`Timeline.update`.  Read
     its fields after an update; chain :meth:`add_after` / :meth:`add_sync` /
     :meth:`add_before` to build a schedule relative to it; call :meth:`expire` to end it early.
     """
@@ -82,15 +83,15 @@ class EventInfo(Generic[E]):
         "_expired",
         "_occurrences",
         "_start",
-        "event",
-        "queue",
+        "item",
+        "timeline",
     )
 
-    def __init__(self, event: E, queue: EventQueue[E], start: int, duration: int | None) -> None:
-        self.event = event
+    def __init__(self, item: E, timeline: Timeline[E], start: int, duration: int | None) -> None:
+        self.item = item
         """The registered object."""
-        self.queue = queue
-        """The queue it belongs to."""
+        self.timeline = timeline
+        """The timeline it belongs to."""
         self._start = start
         self._duration = duration
         self._elapsed: int | None = None
@@ -100,7 +101,7 @@ class EventInfo(Generic[E]):
 
     @property
     def start(self) -> float:
-        """Absolute start, in the queue's time."""
+        """Absolute start, in the timeline's time."""
         return to_seconds(self._start)
 
     @property
@@ -158,41 +159,43 @@ class EventInfo(Generic[E]):
         self._dt = min(dt, elapsed)
         self._occurrences += 1
 
-    def add_after(self, event: E, delay: float, duration: float | None = None) -> EventInfo[E]:
-        """Add ``event`` starting ``delay`` after this one ends (0: back to back)."""
+    def add_after(self, item: E, delay: float, duration: float | None = None) -> TimelineEntry[E]:
+        """Add ``item`` starting ``delay`` after this one ends (0: back to back)."""
         delay_ticks_ = to_ticks(check_delay("delay", delay))
         new_duration = _check_duration(duration)
         if self._duration is None:
             raise ValueError(
                 f"{self!r} never ends (its duration is inf), so nothing can start after it"
             )
-        return self.queue._insert(event, self._start + self._duration + delay_ticks_, new_duration)
+        return self.timeline._insert(
+            item, self._start + self._duration + delay_ticks_, new_duration
+        )
 
-    def add_sync(self, event: E, delay: float, duration: float | None = None) -> EventInfo[E]:
-        """Add ``event`` starting ``delay`` after this one starts (0: together)."""
+    def add_sync(self, item: E, delay: float, duration: float | None = None) -> TimelineEntry[E]:
+        """Add ``item`` starting ``delay`` after this one starts (0: together)."""
         delay_ticks_ = to_ticks(check_delay("delay", delay))
-        return self.queue._insert(event, self._start + delay_ticks_, _check_duration(duration))
+        return self.timeline._insert(item, self._start + delay_ticks_, _check_duration(duration))
 
-    def add_before(self, event: E, delay: float, duration: float | None = None) -> EventInfo[E]:
-        """Add ``event`` ending ``delay`` before this one starts (0: back to back).
+    def add_before(self, item: E, delay: float, duration: float | None = None) -> TimelineEntry[E]:
+        """Add ``item`` ending ``delay`` before this one starts (0: back to back).
 
         Its ``duration`` must be finite (None means an instant event).  The new start may lie
-        before the queue's time; it then activates at the next update, already under way.
+        before the timeline's time; it then activates at the next update, already under way.
         """
         delay_ticks_ = to_ticks(check_delay("delay", delay))
         new_duration = _finite_duration(duration, "add_before")
-        return self.queue._insert(event, self._start - delay_ticks_ - new_duration, new_duration)
+        return self.timeline._insert(item, self._start - delay_ticks_ - new_duration, new_duration)
 
     def __repr__(self) -> str:
-        return f"<EventInfo {self.event!r}@{self.start!r}+{self.duration!r}>"
+        return f"<TimelineEntry {self.item!r}@{self.start!r}+{self.duration!r}>"
 
 
-class EventQueue(Generic[E]):
-    """A timeline of events with durations; :meth:`update` says which are active.
+class Timeline(Generic[E]):
+    """Things that last, on a timeline: :meth:`update` says which are active now.
 
     Use it for frame-style models: register what happens when and for how long, then step
     through time asking what is active.  Works with no event loop at all (``update``); inside
-    one, ``async for active in queue.ticks(dt)`` steps it in lock-step with virtual time.
+    one, ``async for active in timeline.steps(dt)`` steps it in lock-step with virtual time.
     See the module notes for the exact rules.
     """
 
@@ -200,16 +203,16 @@ class EventQueue(Generic[E]):
 
     def __init__(self) -> None:
         self._time = 0
-        self._queue: list[tuple[int, int, EventInfo[E]]] = []
-        self._active: list[EventInfo[E]] = []
+        self._queue: list[tuple[int, int, TimelineEntry[E]]] = []
+        self._active: list[TimelineEntry[E]] = []
 
     @property
     def time(self) -> float:
-        """The queue's time: 0 at creation, plus every ``dt`` given to :meth:`update`."""
+        """The timeline's time: 0 at creation, plus every ``dt`` given to :meth:`update`."""
         return to_seconds(self._time)
 
     @property
-    def active(self) -> tuple[EventInfo[E], ...]:
+    def active(self) -> tuple[TimelineEntry[E], ...]:
         """What the last update returned."""
         return tuple(self._active)
 
@@ -218,30 +221,30 @@ class EventQueue(Generic[E]):
         waiting = sum(1 for _, _, info in self._queue if not info._expired)
         return waiting + sum(1 for info in self._active if not info._expired)
 
-    def add(self, event: E, delay: float, duration: float | None = None) -> EventInfo[E]:
-        """Register ``event`` to start ``delay`` from now and last ``duration``.
+    def add(self, item: E, delay: float, duration: float | None = None) -> TimelineEntry[E]:
+        """Register ``item`` to start ``delay`` from now and last ``duration``.
 
         ``duration`` None or 0 makes an instant event (returned by one update, expired);
         ``math.inf`` makes one that never expires.  ``delay`` and ``duration`` must be >= 0.
         """
         delay_ticks_ = to_ticks(check_delay("delay", delay))
-        return self._insert(event, self._time + delay_ticks_, _check_duration(duration))
+        return self._insert(item, self._time + delay_ticks_, _check_duration(duration))
 
-    def add_at(self, event: E, start: float, duration: float | None = None) -> EventInfo[E]:
-        """Register ``event`` at an absolute ``start`` (which may be in the past)."""
+    def add_at(self, item: E, start: float, duration: float | None = None) -> TimelineEntry[E]:
+        """Register ``item`` at an absolute ``start`` (which may be in the past)."""
         start_ticks = to_ticks(check_finite("start", start))
-        return self._insert(event, start_ticks, _check_duration(duration))
+        return self._insert(item, start_ticks, _check_duration(duration))
 
-    def _insert(self, event: E, start: int, duration: int | None) -> EventInfo[E]:
-        info = EventInfo(event, self, start, duration)
+    def _insert(self, item: E, start: int, duration: int | None) -> TimelineEntry[E]:
+        info = TimelineEntry(item, self, start, duration)
         heapq.heappush(self._queue, (start, next(_sequence), info))
         return info
 
-    def update(self, dt: float) -> list[EventInfo[E]]:
-        """Advance the queue by ``dt`` (>= 0) and return the active events (see module notes)."""
+    def update(self, dt: float) -> list[TimelineEntry[E]]:
+        """Advance the timeline by ``dt`` (>= 0) and return the active events (see module notes)."""
         return self._update(delay_ticks(check_delay("dt", dt)))
 
-    def _update(self, dt: int) -> list[EventInfo[E]]:
+    def _update(self, dt: int) -> list[TimelineEntry[E]]:
         time = self._time + dt
         self._time = time
         active = [info for info in self._active if not info._expired]
@@ -255,38 +258,38 @@ class EventQueue(Generic[E]):
         self._active = active
         return list(active)
 
-    def ticks(self, dt: float) -> AsyncIterator[list[EventInfo[E]]]:
+    def steps(self, dt: float) -> AsyncIterator[list[TimelineEntry[E]]]:
         """Every ``dt`` of the event loop's virtual time, :meth:`update` by ``dt``; yield it.
 
         Step ``k`` happens at loop time ``t0 + k * dt`` (``t0``: when iteration begins), so the
-        queue's time and the loop's move together.  If the loop body awaits past the next
-        step, the missed steps follow at once.  Iteration ends when the queue holds nothing
+        timeline's time and the loop's move together.  If the loop body awaits past the next
+        step, the missed steps follow at once.  Iteration ends when the timeline holds nothing
         a future update could return (check :func:`len`); break out of it to stop earlier.
         """
         value = check_finite("dt", dt)
         if value <= 0:
             raise ValueError(f"dt must be > 0 (time must move between updates), got {dt!r}")
-        return _Ticks(self, delay_ticks(value))
+        return _Steps(self, delay_ticks(value))
 
     def __repr__(self) -> str:
-        return f"<EventQueue time={self.time!r} events={len(self)}>"
+        return f"<Timeline time={self.time!r} events={len(self)}>"
 
 
-class _Ticks(Generic[E]):
-    """The iterator behind :meth:`EventQueue.ticks` (a class, so no async-generator cleanup)."""
+class _Steps(Generic[E]):
+    """The iterator behind :meth:`Timeline.steps` (a class, so no async-generator cleanup)."""
 
     __slots__ = ("_dt", "_origin", "_queue", "_step")
 
-    def __init__(self, queue: EventQueue[E], dt: int) -> None:
-        self._queue = queue
+    def __init__(self, timeline: Timeline[E], dt: int) -> None:
+        self._queue = timeline
         self._dt = dt
         self._origin: int | None = None
         self._step = 0
 
-    def __aiter__(self) -> _Ticks[E]:
+    def __aiter__(self) -> _Steps[E]:
         return self
 
-    async def __anext__(self) -> list[EventInfo[E]]:
+    async def __anext__(self) -> list[TimelineEntry[E]]:
         if not len(self._queue):
             raise StopAsyncIteration
         if self._origin is None:

@@ -1,4 +1,4 @@
-"""virtualtime.sim.EventQueue: Nit's event queue (checklist C), no loop and both backends."""
+"""virtualtime.sim.Timeline: Nit's event queue (checklist C), no loop and both backends."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from conftest import Runner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from virtualtime.sim import EventInfo, EventQueue
+from virtualtime.sim import Timeline, TimelineEntry
 
 
-def names(infos: list[EventInfo[str]]) -> list[str]:
-    return [info.event for info in infos]
+def names(infos: list[TimelineEntry[str]]) -> list[str]:
+    return [info.item for info in infos]
 
 
-def canonical() -> EventQueue[str]:
-    queue: EventQueue[str] = EventQueue()
+def canonical() -> Timeline[str]:
+    queue: Timeline[str] = Timeline()
     queue.add("1..2", 1, 1)
     queue.add("2..10", 2, 8)
     queue.add("1.5", 1.5)
@@ -29,29 +29,29 @@ def canonical() -> EventQueue[str]:
 
 
 def test_C1_time_starts_at_zero() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     assert queue.time == 0.0
     assert len(queue) == 0
     assert queue.update(0) == []
 
 
 def test_C2_add_and_add_at_return_event_infos() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     queue.update(3)
     relative = queue.add("relative", 2, 5)
     absolute = queue.add_at("absolute", 2, 5)
-    assert isinstance(relative, EventInfo)
-    assert isinstance(absolute, EventInfo)
-    assert (relative.start, relative.duration, relative.event) == (5.0, 5.0, "relative")
+    assert isinstance(relative, TimelineEntry)
+    assert isinstance(absolute, TimelineEntry)
+    assert (relative.start, relative.duration, relative.item) == (5.0, 5.0, "relative")
     assert (absolute.start, absolute.duration) == (2.0, 5.0)
-    assert relative.queue is queue
+    assert relative.timeline is queue
     assert math.isnan(relative.time)
     assert math.isnan(relative.dt)
     assert (relative.completion, relative.occurrences, relative.has_expired) == (0.0, 0, False)
 
 
 def test_C2_duration_none_or_zero_is_instant_and_inf_never_expires() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     none = queue.add("none", 1)
     zero = queue.add("zero", 1, 0)
     forever = queue.add("forever", 1, math.inf)
@@ -64,7 +64,7 @@ def test_C2_duration_none_or_zero_is_instant_and_inf_never_expires() -> None:
 
 
 def test_C3_update_steps() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     ended = queue.add("ended", 0, 1)
     later = queue.add("later", 3, 2)
     assert names(queue.update(1)) == ["ended"]  # 1. time += dt  3./4. activated, expired at 1
@@ -101,7 +101,7 @@ def test_C4_continued_expire_and_fluent_chain() -> None:
         infos = queue.update(1)
     infos[0].expire()
     assert queue.update(1) == []
-    fluent: EventQueue[str] = EventQueue()
+    fluent: Timeline[str] = Timeline()
     e4 = fluent.add("e1", 10, 5).add_after("e2", 2, 5).add_sync("e3", 2, 5).add_before("e4", 2, 5)
     assert e4.start == 12.0
 
@@ -110,7 +110,7 @@ def test_C4_continued_expire_and_fluent_chain() -> None:
 
 
 def test_C5_an_expiring_event_is_returned_once_more_then_never() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     info = queue.add("e", 0, 2)
     assert (names(queue.update(1)), info.has_expired) == (["e"], False)
     assert (names(queue.update(1)), info.has_expired) == (["e"], True)
@@ -121,7 +121,7 @@ def test_C5_an_expiring_event_is_returned_once_more_then_never() -> None:
 
 
 def test_C6_expire() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     e1 = queue.add("active", 0, 10)
     e2 = queue.add("not active", 2, 10)
     assert queue.update(1) == [e1]
@@ -134,7 +134,7 @@ def test_C6_expire() -> None:
 
 
 def test_C7_order_old_actives_then_new_by_start_fifo_on_ties() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     queue.add("late starter", 1, 10)
     queue.add("first", 0, 10)
     queue.update(0.5)
@@ -147,7 +147,7 @@ def test_C7_order_old_actives_then_new_by_start_fifo_on_ties() -> None:
 
 
 def test_C8_fluent_relative_events() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     e1 = queue.add("e1", 10, 5)
     e2 = e1.add_after("e2", 2, 5)
     e3 = e2.add_sync("e3", 2, 5)
@@ -157,11 +157,11 @@ def test_C8_fluent_relative_events() -> None:
     assert (instant.start, instant.duration) == (9.0, 0.0)
     assert e1.add_after("contiguous", 0).start == 15.0
     assert e1.add_sync("together", 0, 3).start == 10.0
-    assert all(info.queue is queue for info in (e2, e3, e4, instant))
+    assert all(info.timeline is queue for info in (e2, e3, e4, instant))
 
 
 def test_C9_an_event_inside_one_step_is_returned_once_expired() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     info = queue.add("blink", 1, 2)
     assert queue.update(10) == [info]
     assert info.has_expired
@@ -171,7 +171,7 @@ def test_C9_an_event_inside_one_step_is_returned_once_expired() -> None:
 
 
 def test_C10_an_event_starting_in_the_past_activates_at_the_next_update() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     queue.update(10)
     running = queue.add_at("running", 7, 5)
     gone = queue.add_at("gone", 2, 3)
@@ -181,7 +181,7 @@ def test_C10_an_event_starting_in_the_past_activates_at_the_next_update() -> Non
 
 
 def test_C11_instant_event_at_the_exact_update_time_has_completion_one() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     exact = queue.add("exact", 2)
     before = queue.add("before", 1.5)
     infos = queue.update(2)
@@ -196,7 +196,7 @@ def test_C12_occurrences_count_every_returned_update() -> None:
     """Rule: every event an update returns has occurrences >= 1 (1 the first time), even one
     that starts and ends within a single step.  occurrences == 0 with has_expired only
     happens when expire() was called before any update returned the event."""
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     inside = queue.add("inside one step", 0.2, 0.3)
     instant = queue.add("instant", 0.5)
     never = queue.add("never returned", 5, 1)
@@ -220,16 +220,16 @@ def test_C12_occurrences_count_every_returned_update() -> None:
 def test_C3_C5_C12_every_event_is_returned_on_consecutive_updates_until_it_expires(
     events: list[tuple[int, int | None]], steps: list[int]
 ) -> None:
-    queue: EventQueue[int] = EventQueue()
+    queue: Timeline[int] = Timeline()
     for index, (start, duration) in enumerate(events):
         queue.add(index, start / 4, None if duration is None else duration / 4)
     history: dict[int, list[tuple[int, bool]]] = {index: [] for index in range(len(events))}
     for step, dt in enumerate(steps):
         returned = queue.update(dt / 4)
-        assert len({info.event for info in returned}) == len(returned)
+        assert len({info.item for info in returned}) == len(returned)
         for info in returned:
-            history[info.event].append((step, info.has_expired))
-            assert info.occurrences == len(history[info.event])  # C12
+            history[info.item].append((step, info.has_expired))
+            assert info.occurrences == len(history[info.item])  # C12
             assert info.start <= queue.time
             assert info.has_expired == (info.time >= info.duration)
     assert queue.time == sum(steps) / 4
@@ -240,15 +240,15 @@ def test_C3_C5_C12_every_event_is_returned_on_consecutive_updates_until_it_expir
         assert [expired for _, expired in seen[:-1]] == [False] * (len(seen) - 1)  # C5
 
 
-# ---------------------------------------------------------------------------- ticks
+# ---------------------------------------------------------------------------- steps
 
 
-def test_ticks_update_every_dt_of_virtual_time(run: Runner) -> None:
+def test_steps_update_every_dt_of_virtual_time(run: Runner) -> None:
     async def main() -> list[tuple[float, float, list[str]]]:
         queue = canonical()
         await anyio.sleep(100)
         trace: list[tuple[float, float, list[str]]] = []
-        async for active in queue.ticks(dt=0.5):
+        async for active in queue.steps(dt=0.5):
             trace.append((anyio.current_time(), queue.time, names(active)))
         return trace
 
@@ -261,12 +261,12 @@ def test_ticks_update_every_dt_of_virtual_time(run: Runner) -> None:
     assert trace[-1][2] == ["2..10"]  # expires at 10: last returned, then the iteration ends
 
 
-def test_ticks_catch_up_when_the_body_overruns(run: Runner) -> None:
+def test_steps_catch_up_when_the_body_overruns(run: Runner) -> None:
     async def main() -> list[tuple[float, float]]:
-        queue: EventQueue[str] = EventQueue()
+        queue: Timeline[str] = Timeline()
         queue.add("long", 0, 4)
         trace: list[tuple[float, float]] = []
-        async for _ in queue.ticks(1):
+        async for _ in queue.steps(1):
             trace.append((anyio.current_time(), queue.time))
             if len(trace) == 1:
                 await anyio.sleep(2.5)
@@ -275,16 +275,16 @@ def test_ticks_catch_up_when_the_body_overruns(run: Runner) -> None:
     assert run(main) == [(1.0, 1.0), (3.5, 2.0), (3.5, 3.0), (4.0, 4.0)]
 
 
-def test_ticks_on_an_empty_queue_end_at_once_and_events_added_meanwhile_count(
+def test_steps_on_an_empty_queue_end_at_once_and_events_added_meanwhile_count(
     run: Runner,
 ) -> None:
     async def main() -> list[list[str]]:
-        queue: EventQueue[str] = EventQueue()
-        seen = [names(active) async for active in queue.ticks(1)]
+        queue: Timeline[str] = Timeline()
+        seen = [names(active) async for active in queue.steps(1)]
         queue.add("first", 0)
-        async for active in queue.ticks(1):
+        async for active in queue.steps(1):
             seen.append(names(active))
-            if active and active[0].event == "first":
+            if active and active[0].item == "first":
                 queue.add("second", 2)  # queue time 1 + 2
         return seen
 
@@ -292,10 +292,10 @@ def test_ticks_on_an_empty_queue_end_at_once_and_events_added_meanwhile_count(
 
 
 @pytest.mark.parametrize("dt", [0, -1, math.nan, math.inf])
-def test_ticks_need_a_positive_finite_dt(dt: float) -> None:
+def test_steps_need_a_positive_finite_dt(dt: float) -> None:
     queue = canonical()
     with pytest.raises(ValueError, match="dt"):
-        queue.ticks(dt)
+        queue.steps(dt)
     assert len(queue) == 3
     assert queue.time == 0.0
 
@@ -342,7 +342,7 @@ def test_bad_types_starts_and_steps_are_rejected() -> None:
 
 
 def test_infinite_durations_cannot_anchor_after_or_before() -> None:
-    queue: EventQueue[str] = EventQueue()
+    queue: Timeline[str] = Timeline()
     forever = queue.add("forever", 1, math.inf)
     with pytest.raises(ValueError, match="never ends"):
         forever.add_after("x", 1)
@@ -354,5 +354,5 @@ def test_infinite_durations_cannot_anchor_after_or_before() -> None:
 def test_reprs_and_active() -> None:
     queue = canonical()
     queue.update(1)
-    assert repr(queue) == "<EventQueue time=1.0 events=3>"
-    assert repr(queue.active[0]) == "<EventInfo '1..2'@1.0+1.0>"
+    assert repr(queue) == "<Timeline time=1.0 events=3>"
+    assert repr(queue.active[0]) == "<TimelineEntry '1..2'@1.0+1.0>"
