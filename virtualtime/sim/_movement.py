@@ -533,7 +533,7 @@ class Vehicle(Generic[P]):
         same destination as the journey under way returns that journey.  A vehicle that is
         idle or halted and already there gets a journey that has already arrived (a halted one
         becomes idle).  ``ValueError`` for a destination that is not reachable or not valid,
-        or a velocity that is not > 0; :class:`~virtualtime.UsageError` (a ``VirtualTimeError`` and a ``RuntimeError``)
+        or a velocity that is not > 0; :class:`~virtualtime.UsageError` (a ``RuntimeError``)
         when the vehicle is not in service.
         In every error case the vehicle is left as it was.
         """
