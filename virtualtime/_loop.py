@@ -124,6 +124,12 @@ _WAITER: Final = WAITER
 _Future: Final = asyncio.Future
 _THIS_FILE: Final = __file__
 
+# asyncio-private: the helper Handle._run formats a failed callback with; it took a debug
+# parameter during 3.12 (what the running interpreter's Handle._run passes, we pass).
+_FORMAT_TAKES_DEBUG: Final = "debug" in inspect.signature(
+    _format_helpers._format_callback_source
+).parameters
+
 _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
 
@@ -1154,9 +1160,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         base: Any = _format_helpers
         callback: Any = handle._callback  # type: ignore[attr-defined]
         args: Any = handle._args
-        if sys.version_info >= (3, 12):
+        if _FORMAT_TAKES_DEBUG:
             source = base._format_callback_source(callback, args, debug=self.get_debug())
-        else:  # pragma: no cover - 3.11's helper has no debug parameter
+        else:  # 3.11 and early 3.12: the helper has no debug parameter
             source = base._format_callback_source(callback, args)
         context: dict[str, Any] = {
             "message": f"Exception in callback {source}",
