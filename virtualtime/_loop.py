@@ -126,9 +126,9 @@ _THIS_FILE: Final = __file__
 
 # asyncio-private: the helper Handle._run formats a failed callback with; it took a debug
 # parameter during 3.12 (what the running interpreter's Handle._run passes, we pass).
-_FORMAT_TAKES_DEBUG: Final = "debug" in inspect.signature(
-    _format_helpers._format_callback_source
-).parameters
+_FORMAT_TAKES_DEBUG: Final = (
+    "debug" in inspect.signature(_format_helpers._format_callback_source).parameters
+)
 
 _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
