@@ -501,8 +501,32 @@ def targets(cells: dict[int, list[Cell]], memory: dict[str, float]) -> list[str]
                     f"- memory, {_systems.MEMORY_KEYS[variant]}: {memory[variant]:.2f} KiB per"
                     f" pending sleeper ≤ {limit} → {verdict(memory[variant] <= limit)}"
                 )
-    hist = _median(cells, TARGET_N, "virtualtime-history")
     vt = _median(cells, TARGET_N, VT_KEY)
+    # Issue 2's ratios to the test aids, and issue 14's trio targets.
+    for other, limit, label in (
+        ("looptime", 20, "≥ 20x faster than looptime (looptime / virtualtime)"),
+        ("trio", 5, "≥ 5x faster than trio MockClock (trio / virtualtime)"),
+    ):
+        o = _median(cells, TARGET_N, other)
+        if vt is not None and o is not None:
+            lines.append(f"- {label}: {o / vt:.2f}x → {verdict(o / vt >= limit)}")
+    trio_mock = _median(cells, TARGET_N, "trio")
+    trio_virtual = _median(cells, TARGET_N, TRIO_VT_KEY)
+    if trio_mock is not None and trio_virtual is not None:
+        speedup = trio_mock / trio_virtual
+        lines.append(
+            "- trio VirtualClock ≥ 1.3x faster than MockClock(autojump_threshold=0)"
+            f" (MockClock / VirtualClock, issue 14): {speedup:.2f}x → {verdict(speedup >= 1.3)}"
+        )
+    trio_row = [_median(cells, n, TRIO_VT_KEY) for n in (SMALL_N, TARGET_N, BIG_N)]
+    if None not in trio_row:
+        known = [v for v in trio_row if v is not None]
+        spread = max(known) / min(known)
+        lines.append(
+            f"- trio VirtualClock flat from 1e4 to 1e6 (max / min ≤ {FLAT_TOLERANCE}):"
+            f" {spread:.2f}x → {verdict(spread <= FLAT_TOLERANCE)}"
+        )
+    hist = _median(cells, TARGET_N, "virtualtime-history")
     if vt is not None and hist is not None:
         bound = f"{_systems.HISTORY_BOUND:_}"
         lines.append(f"- history on (history={bound}): {hist / vt:.2f}x the cost of history off")
