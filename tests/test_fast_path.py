@@ -431,3 +431,37 @@ def test_the_compiled_core_is_used_whenever_it_was_built() -> None:
     built = importlib.util.find_spec("virtualtime._cwake") is not None
     forced_pure = bool(os.environ.get("VIRTUALTIME_PURE_PYTHON"))
     assert virtualtime._loop.COMPILED is (built and not forced_pure)
+
+
+_THREAD_SCRIPT = """
+import threading
+import anyio, anyio._backends._asyncio
+import virtualtime
+
+def refuse(*_args):
+    raise AssertionError("a loop round called into threading")
+
+async def main():
+    for _ in range(100):
+        await anyio.sleep(0.01)
+    return anyio.current_time()
+
+assert threading.active_count() == 1  # the premise: no other thread exists
+threading.active_count = threading.enumerate = refuse
+print(anyio.run(main, backend="asyncio",
+                backend_options={"loop_factory": virtualtime.new_event_loop}))
+"""
+
+
+def test_the_thread_check_calls_no_threading_function_with_anyio_loaded() -> None:
+    # Issue 18: with no worker thread, a loop round asks threading nothing (anyio loaded or
+    # not); the fast path reads the length of threading's own table of running threads.  In
+    # a fresh interpreter, where no other test left a thread behind.
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _THREAD_SCRIPT], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == pytest.approx(1.0)
