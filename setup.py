@@ -1,8 +1,9 @@
-"""Build hook for the optional compiled part: ``virtualtime._cclocks`` (see its source).
+"""Build hook for the optional compiled parts: ``virtualtime._cclocks`` and ``virtualtime._cwake``.
 
-Everything else is in pyproject.toml.  The extension is optional: without a compiler (or with
-``VIRTUALTIME_PURE_PYTHON=1`` in the environment) the build skips it and virtualtime uses its
-pure-Python path, which needs nothing but the standard library.
+Everything else is in pyproject.toml.  Both extensions are optional: without a compiler (or
+with ``VIRTUALTIME_PURE_PYTHON=1`` in the environment) the build skips them and virtualtime
+uses its pure-Python paths, which need nothing but the standard library.  ``_cwake`` is the
+loop's compiled core (the timer heap and the wake-up path, see its source).
 """
 
 import os
@@ -12,5 +13,6 @@ from setuptools import Extension, setup
 extensions = []
 if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
     extensions.append(Extension("virtualtime._cclocks", ["virtualtime/_cclocks.c"], optional=True))
+    extensions.append(Extension("virtualtime._cwake", ["virtualtime/_cwake.c"], optional=True))
 
 setup(ext_modules=extensions)

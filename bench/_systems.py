@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import heapq
 import importlib
 import random
 import resource
@@ -38,6 +39,8 @@ __all__ = [
     "Workload",
     "make_workload",
     "memory_check",
+    "MEMORY_KEYS",
+    "SCENARIOS",
 ]
 
 NS_PER_US: Final = 1_000
@@ -146,6 +149,8 @@ class System:
     measures: str
     run: Callable[[Workload], Measurement]
     package: str
+    pure: bool = False
+    """Run the child with ``VIRTUALTIME_PURE_PYTHON=1``: virtualtime's pure-Python path."""
 
 
 # --------------------------------------------------------------------------- asyncio family
@@ -225,6 +230,59 @@ def run_virtualtime_sleep(workload: Workload) -> Measurement:
             await vt_sleep(delay)
 
     return _run_asyncio(_virtualtime_factory(), sleeper, workload)
+
+
+def run_anyio(workload: Workload) -> Measurement:
+    """``anyio.sleep(d)`` tasks in a task group on ``virtualtime.new_event_loop()``."""
+    try:
+        import anyio
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    factory = _virtualtime_factory()
+
+    async def sleeper(durations: Sequence[float]) -> None:
+        for delay in durations:
+            await anyio.sleep(delay)
+
+    async def main() -> float:
+        async with anyio.create_task_group() as group:
+            for row in workload.seconds:
+                group.start_soon(sleeper, row)
+        return anyio.current_time()
+
+    gc.collect()
+    with _Stopwatch() as watch:
+        final = anyio.run(main, backend="asyncio", backend_options={"loop_factory": factory})
+    return Measurement(watch.cpu, watch.wall, final)
+
+
+def run_heapq_floor(workload: Workload) -> Measurement:
+    """The floor: a bare heap of (time, seq, task) and generators, no event loop at all.
+
+    What any discrete-event engine in Python must at least do per wake-up: push an entry, pop
+    it, resume a generator.  Integer-microsecond time, so the end time is exact.
+    """
+    heap: list[tuple[int, int, Generator[int, None, None]]] = []
+
+    def process(durations: Sequence[int]) -> Generator[int, None, None]:
+        yield from durations
+
+    push, pop = heapq.heappush, heapq.heappop
+    gc.collect()
+    with _Stopwatch() as watch:
+        seq = 0
+        for row in workload.micros:
+            gen = process(row)
+            push(heap, (next(gen), seq, gen))
+            seq += 1
+        now = 0
+        while heap:
+            now, _, gen = pop(heap)
+            for delay in gen:
+                push(heap, (now + delay, seq, gen))
+                seq += 1
+                break
+    return Measurement(watch.cpu, watch.wall, now / 1e6)
 
 
 def run_asyncio_floor(workload: Workload) -> Measurement:
@@ -373,6 +431,44 @@ SYSTEMS: Final[tuple[System, ...]] = (
         "virtualtime",
     ),
     System(
+        "virtualtime-pure",
+        "virtualtime, asyncio.sleep (pure Python)",
+        "as the first row, with `VIRTUALTIME_PURE_PYTHON=1`: no compiled core",
+        run_virtualtime,
+        "virtualtime",
+        pure=True,
+    ),
+    System(
+        "virtualtime-sleep-pure",
+        "virtualtime, virtualtime.sleep (pure Python)",
+        "`virtualtime.sleep(d)` with `VIRTUALTIME_PURE_PYTHON=1`",
+        run_virtualtime_sleep,
+        "virtualtime",
+        pure=True,
+    ),
+    System(
+        "anyio",
+        "virtualtime, anyio.sleep",
+        "`anyio.sleep(d)` tasks in a task group, asyncio backend on the virtual loop",
+        run_anyio,
+        "anyio",
+    ),
+    System(
+        "anyio-pure",
+        "virtualtime, anyio.sleep (pure Python)",
+        "the same with `VIRTUALTIME_PURE_PYTHON=1`",
+        run_anyio,
+        "anyio",
+        pure=True,
+    ),
+    System(
+        "heapq-floor",
+        "heapq floor (no event loop)",
+        "a bare `heapq` of (time, seq, generator): push, pop, resume -- the least any engine does",
+        run_heapq_floor,
+        "heapq",
+    ),
+    System(
         "asyncio-floor",
         "stock asyncio, sleep(0) (floor)",
         "stock loop, every sleep `asyncio.sleep(0)`: task switching only, no timer",
@@ -453,32 +549,51 @@ def _peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+MEMORY_KEYS: Final = {
+    "virtualtime": "virtualtime, asyncio.sleep",
+    "virtualtime-pure": "virtualtime, asyncio.sleep (pure Python)",
+    "virtualtime-sleep": "virtualtime, virtualtime.sleep",
+    "virtualtime-sleep-pure": "virtualtime, virtualtime.sleep (pure Python)",
+    "asyncio-naive": "stock asyncio + naive virtual clock (reference)",
+    "simpy": "SimPy (a process per sleeper)",
+}
+"""The memory check's rows; ``-pure`` rows run with VIRTUALTIME_PURE_PYTHON=1."""
+
+
 def memory_check(key: str, count: int, seed: int) -> MemoryResult:
-    """``count`` tasks, each ``asyncio.sleep(d)``; cancel every other one; run to the end.
+    """``count`` tasks, each a user coroutine around one sleep; cancel every other one; run on.
 
     The tasks stay referenced (as a user's list of tasks would) and the survivors are
-    awaited with ``gather``.  ``key`` is ``"virtualtime"`` or ``"asyncio-naive"`` (the
+    awaited with ``gather``.  ``key`` is one of :data:`MEMORY_KEYS` (``asyncio-naive`` is the
     stock-asyncio reference: what a pending Task, its sleep future and a stock TimerHandle
-    cost anyway).
+    cost anyway; SimPy interrupts the cancelled half).
     """
-    factory: LoopFactory
-    if key == "virtualtime":
-        factory = _virtualtime_factory()
-    elif key == "asyncio-naive":
-        factory = _NaiveVirtualLoop
-    else:
-        raise ValueError(f"memory check key must be 'virtualtime' or 'asyncio-naive', got {key!r}")
+    if key not in MEMORY_KEYS:
+        raise ValueError(f"memory check key must be one of {sorted(MEMORY_KEYS)}, got {key!r}")
     if count < 2:
         raise ValueError(f"memory check count must be >= 2, got {count!r}")
     rng = random.Random(seed)
     micros = [rng.randint(1, MAX_US // DEFAULT_GRID_US) * DEFAULT_GRID_US for _ in range(count)]
     seconds = [us / 1e6 for us in micros]
     expected = max(micros[1::2]) * NS_PER_US / NS_PER_S
+    if key == "simpy":
+        return _memory_simpy(count, seconds, expected)
+    factory: LoopFactory
+    sleep: Callable[[float], Any] = asyncio.sleep
+    if key == "asyncio-naive":
+        factory = _NaiveVirtualLoop
+    else:
+        factory = _virtualtime_factory()
+        if key.startswith("virtualtime-sleep"):
+            sleep = _vt_sleep()
     marks: dict[str, int] = {}
+
+    async def user(delay: float) -> None:
+        await sleep(delay)
 
     async def main() -> float:
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(asyncio.sleep(delay)) for delay in seconds]
+        tasks = [loop.create_task(user(delay)) for delay in seconds]
         await asyncio.sleep(0)  # every task starts and parks on its timer
         marks["pending"] = _peak_rss_kib()
         for task in tasks[::2]:
@@ -506,3 +621,343 @@ def memory_check(key: str, count: int, seed: int) -> MemoryResult:
         final_time=final,
         expected=expected,
     )
+
+
+def _memory_simpy(count: int, seconds: list[float], expected: float) -> MemoryResult:
+    try:
+        import simpy
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    env = simpy.Environment()
+    cancelled = 0
+
+    def user(delay: float) -> Generator[Any, Any, None]:
+        nonlocal cancelled
+        try:
+            yield env.timeout(delay)
+        except simpy.Interrupt:
+            cancelled += 1
+
+    gc.collect()
+    baseline = _peak_rss_kib()
+    start = time.perf_counter()
+    processes = [env.process(user(delay)) for delay in seconds]
+    env.step()  # the first process starts; run the rest of instant 0
+    while env.peek() == 0:
+        env.step()
+    pending = _peak_rss_kib()
+    for process in processes[::2]:
+        process.interrupt()
+    env.run()
+    elapsed = time.perf_counter() - start
+    peak = _peak_rss_kib()
+    return MemoryResult(
+        count=count,
+        pending_kib=pending - baseline,
+        peak_kib=peak - baseline,
+        cancelled=cancelled,
+        seconds=elapsed,
+        final_time=float(env.now),
+        expected=expected,
+    )
+
+
+# --------------------------------------------------------------------------- scenarios
+#
+# Programs beyond plain wake-ups, each measured on every system it applies to: M/M/1 queues
+# in the two styles people write them (a lock around the service, or a queue feeding one
+# server) and a never-firing timeout around every sleep.  Each row is (key, label, runner,
+# pure); the harness runs it in a fresh child, with VIRTUALTIME_PURE_PYTHON=1 when ``pure``.
+
+MM1_ARRIVAL_US: Final = 1000
+MM1_SERVICE_US: Final = 800
+"""Mean interarrival and service times (µs) of the M/M/1 scenarios: utilisation 0.8."""
+
+NEVER_S: Final = 1e9
+"""The never-firing timeout of the timeout scenario (seconds)."""
+
+
+def mm1_customers(n: int, seed: int) -> tuple[list[int], list[int], int]:
+    """Interarrival gaps and service times (integer µs) and the exact last departure (µs).
+
+    A single work-conserving server finishes its last customer at the same instant whatever
+    the order it serves them in, so ``D_i = max(A_i, D_{i-1}) + S_i`` checks every style.
+    """
+    rng = random.Random(seed)
+    gaps = [max(1, round(rng.expovariate(1 / MM1_ARRIVAL_US))) for _ in range(n)]
+    services = [max(1, round(rng.expovariate(1 / MM1_SERVICE_US))) for _ in range(n)]
+    arrival = departure = 0
+    for gap, service in zip(gaps, services, strict=True):
+        arrival += gap
+        departure = max(arrival, departure) + service
+    return gaps, services, departure
+
+
+def _mm1_asyncio(
+    factory: LoopFactory, sleep: Callable[[float], Any], style: str, workload: Workload
+) -> Measurement:
+    gaps, services, _ = mm1_customers(workload.n, workload.seed)
+
+    async def lock_style() -> float:
+        loop = asyncio.get_running_loop()
+        lock = asyncio.Lock()
+
+        async def customer(service: float) -> None:
+            async with lock:
+                await sleep(service)
+
+        tasks = []
+        for gap, service in zip(gaps, services, strict=True):
+            await sleep(gap / 1e6)
+            tasks.append(loop.create_task(customer(service / 1e6)))
+        await asyncio.gather(*tasks)
+        return loop.time()
+
+    async def queue_style() -> float:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[float] = asyncio.Queue()
+
+        async def server() -> None:
+            for _ in services:
+                await sleep(await queue.get())
+
+        serving = loop.create_task(server())
+        for gap, service in zip(gaps, services, strict=True):
+            await sleep(gap / 1e6)
+            queue.put_nowait(service / 1e6)
+        await serving
+        return loop.time()
+
+    gc.collect()
+    with asyncio.Runner(loop_factory=factory) as runner, _Stopwatch() as watch:
+        final = runner.run(lock_style() if style == "lock" else queue_style())
+    return Measurement(watch.cpu, watch.wall, final)
+
+
+def _mm1_simpy(style: str, workload: Workload) -> Measurement:
+    try:
+        import simpy
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    gaps, services, _ = mm1_customers(workload.n, workload.seed)
+    env = simpy.Environment()
+    if style == "lock":
+        server = simpy.Resource(env, capacity=1)
+
+        def customer(service: float) -> Generator[Any, Any, None]:
+            with server.request() as request:
+                yield request
+                yield env.timeout(service)
+
+        def arrivals() -> Generator[Any, Any, None]:
+            for gap, service in zip(gaps, services, strict=True):
+                yield env.timeout(gap / 1e6)
+                env.process(customer(service / 1e6))
+
+    else:
+        store = simpy.Store(env)
+
+        def serve() -> Generator[Any, Any, None]:
+            for _ in services:
+                service = yield store.get()
+                yield env.timeout(service)
+
+        def arrivals() -> Generator[Any, Any, None]:
+            for gap, service in zip(gaps, services, strict=True):
+                yield env.timeout(gap / 1e6)
+                store.put(service / 1e6)
+
+        env.process(serve())
+    gc.collect()
+    with _Stopwatch() as watch:
+        env.process(arrivals())
+        env.run()
+    return Measurement(watch.cpu, watch.wall, float(env.now))
+
+
+def _vt_sleep() -> Callable[[float], Any]:
+    sleep: Callable[[float], Any] = _virtualtime_module().sleep
+    return sleep
+
+
+def _looptime_factory() -> LoopFactory:
+    try:
+        import looptime
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    factory: LoopFactory = looptime.new_event_loop
+    return factory
+
+
+def _mm1_rows(style: str) -> list[tuple[str, str, Callable[[Workload], Measurement], bool]]:
+    def vt_asyncio(w: Workload) -> Measurement:
+        return _mm1_asyncio(_virtualtime_factory(), asyncio.sleep, style, w)
+
+    def vt_native(w: Workload) -> Measurement:
+        return _mm1_asyncio(_virtualtime_factory(), _vt_sleep(), style, w)
+
+    def looptime_asyncio(w: Workload) -> Measurement:
+        return _mm1_asyncio(_looptime_factory(), asyncio.sleep, style, w)
+
+    def simpy_style(w: Workload) -> Measurement:
+        return _mm1_simpy(style, w)
+
+    return [
+        ("virtualtime", "virtualtime, asyncio.sleep", vt_asyncio, False),
+        ("virtualtime-pure", "virtualtime, asyncio.sleep (pure Python)", vt_asyncio, True),
+        ("virtualtime-sleep", "virtualtime, virtualtime.sleep", vt_native, False),
+        ("virtualtime-sleep-pure", "virtualtime, virtualtime.sleep (pure Python)", vt_native, True),
+        ("simpy", "SimPy (Resource)" if style == "lock" else "SimPy (Store)", simpy_style, False),
+        ("looptime", "looptime, asyncio.sleep", looptime_asyncio, False),
+    ]
+
+
+def _timeout_asyncio(factory: LoopFactory, sleep: Callable[[float], Any]) -> Any:
+    def run(workload: Workload) -> Measurement:
+        async def sleeper(durations: Sequence[float]) -> None:
+            for delay in durations:
+                async with asyncio.timeout(NEVER_S):
+                    await sleep(delay)
+
+        return _run_asyncio(factory, sleeper, workload)
+
+    return run
+
+
+def _timeout_simpy(workload: Workload) -> Measurement:
+    try:
+        import simpy
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    env = simpy.Environment()
+
+    def process(durations: Sequence[float]) -> Generator[Any, Any, None]:
+        for delay in durations:
+            # SimPy cannot cancel an event: the never-firing timeout stays in its queue.
+            yield env.timeout(delay) | env.timeout(NEVER_S)
+
+    gc.collect()
+    with _Stopwatch() as watch:
+        for row in workload.seconds:
+            env.process(process(row))
+        env.run(until=NEVER_S / 2)
+    # The clock ends at ``until``: report the last wake-up's instant instead, as the others.
+    return Measurement(watch.cpu, watch.wall, None)
+
+
+def _timeout_trio(make_clock: Callable[[], Any]) -> Callable[[Workload], Measurement]:
+    def run(workload: Workload) -> Measurement:
+        try:
+            import trio
+        except ImportError as exc:
+            raise Unavailable("not installed") from exc
+
+        async def sleeper(durations: Sequence[float]) -> None:
+            for delay in durations:
+                with trio.move_on_after(NEVER_S):
+                    await trio.sleep(delay)
+
+        async def main() -> float:
+            async with trio.open_nursery() as nursery:
+                for row in workload.seconds:
+                    nursery.start_soon(sleeper, row)
+            return trio.current_time()
+
+        clock = make_clock()
+        gc.collect()
+        with _Stopwatch() as watch:
+            final = trio.run(main, clock=clock)
+        return Measurement(watch.cpu, watch.wall, final)
+
+    return run
+
+
+def _timeout_anyio(workload: Workload) -> Measurement:
+    try:
+        import anyio
+    except ImportError as exc:
+        raise Unavailable("not installed") from exc
+    factory = _virtualtime_factory()
+
+    async def sleeper(durations: Sequence[float]) -> None:
+        for delay in durations:
+            with anyio.move_on_after(NEVER_S):
+                await anyio.sleep(delay)
+
+    async def main() -> float:
+        async with anyio.create_task_group() as group:
+            for row in workload.seconds:
+                group.start_soon(sleeper, row)
+        return anyio.current_time()
+
+    gc.collect()
+    with _Stopwatch() as watch:
+        final = anyio.run(main, backend="asyncio", backend_options={"loop_factory": factory})
+    return Measurement(watch.cpu, watch.wall, final)
+
+
+def _timeout_rows() -> list[tuple[str, str, Callable[[Workload], Measurement], bool]]:
+    def vt_asyncio(w: Workload) -> Measurement:
+        run: Callable[[Workload], Measurement] = _timeout_asyncio(
+            _virtualtime_factory(), asyncio.sleep
+        )
+        return run(w)
+
+    def vt_native(w: Workload) -> Measurement:
+        run: Callable[[Workload], Measurement] = _timeout_asyncio(
+            _virtualtime_factory(), _vt_sleep()
+        )
+        return run(w)
+
+    def looptime_asyncio(w: Workload) -> Measurement:
+        run: Callable[[Workload], Measurement] = _timeout_asyncio(
+            _looptime_factory(), asyncio.sleep
+        )
+        return run(w)
+
+    def trio_mock(w: Workload) -> Measurement:
+        import trio.testing
+
+        return _timeout_trio(lambda: trio.testing.MockClock(autojump_threshold=0))(w)
+
+    def trio_virtual(w: Workload) -> Measurement:
+        return _timeout_trio(importlib.import_module("virtualtime.trio").VirtualClock)(w)
+
+    return [
+        ("virtualtime", "virtualtime, asyncio.sleep", vt_asyncio, False),
+        ("virtualtime-pure", "virtualtime, asyncio.sleep (pure Python)", vt_asyncio, True),
+        ("virtualtime-sleep", "virtualtime, virtualtime.sleep", vt_native, False),
+        ("virtualtime-sleep-pure", "virtualtime, virtualtime.sleep (pure Python)", vt_native, True),
+        ("anyio", "virtualtime, anyio.sleep in move_on_after", _timeout_anyio, False),
+        ("simpy", "SimPy, `timeout(d) | timeout(never)`", _timeout_simpy, False),
+        ("looptime", "looptime, asyncio.sleep", looptime_asyncio, False),
+        ("trio", "trio MockClock, move_on_after", trio_mock, False),
+        ("trio-virtualtime", "trio VirtualClock, move_on_after", trio_virtual, False),
+    ]
+
+
+SCENARIOS: Final = {
+    "mm1-lock": (
+        "M/M/1, lock style: a task per customer, `async with lock: await sleep(service)`"
+        " (SimPy: `Resource`); N = customers",
+        _mm1_rows("lock"),
+    ),
+    "mm1-queue": (
+        "M/M/1, queue style: one server task `await queue.get()` then sleeps the service"
+        " (SimPy: `Store`); N = customers",
+        _mm1_rows("queue"),
+    ),
+    "timeout": (
+        "a never-firing timeout around every sleep (`async with asyncio.timeout(1e9)`,"
+        " `move_on_after(1e9)`); N = wake-ups",
+        _timeout_rows(),
+    ),
+}
+"""Scenario name -> (what it measures, rows)."""
+
+
+def scenario_expected(name: str, workload: Workload) -> float:
+    """The exact end time of a scenario run (seconds, nearest float)."""
+    if name.startswith("mm1"):
+        return mm1_customers(workload.n, workload.seed)[2] / 1e6
+    return workload.expected_seconds

@@ -59,7 +59,12 @@ TARGET_N: Final = 100_000
 BIG_N: Final = 1_000_000
 FLAT_TOLERANCE: Final = 1.25
 """Per-wake-up cost at 1e6 may be at most this many times the cost at 1e5 to count as flat."""
-MEMORY_TARGET_KIB: Final = 1.5
+MEMORY_TARGET_KIB: Final = {"virtualtime-sleep": 1.2, "virtualtime": 1.45}
+"""Issue 18: KiB per pending sleeper (a user coroutine around each sleep), by row."""
+DEFAULT_BIG: Final = (
+    "virtualtime,virtualtime-pure,virtualtime-sleep,virtualtime-sleep-pure,anyio-pure,simpy,"
+    "heapq-floor,trio-virtualtime"
+)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -109,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--big-systems",
         type=parse_systems,
-        default=[VT_KEY, SIMPY_KEY],
-        help="systems measured at the N = 1e6 that --big adds (default: virtualtime,simpy)",
+        default=DEFAULT_BIG.split(","),
+        help=f"systems measured at the N = 1e6 that --big adds (default: {DEFAULT_BIG})",
     )
     parser.add_argument(
         "--systems",
@@ -124,8 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--grid-us",
         type=int,
-        default=_systems.DEFAULT_GRID_US,
-        help="durations are multiples of this many microseconds (default 1000 = 1 ms)",
+        nargs="+",
+        default=[_systems.DEFAULT_GRID_US, 1],
+        help="duration grids: durations are multiples of this many microseconds; one table"
+        " per grid (default: 1000 1 -- a 1 ms grid, then a 1 µs grid where nearly every"
+        " wake-up is its own instant)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        nargs="*",
+        choices=sorted(_systems.SCENARIOS),
+        default=sorted(_systems.SCENARIOS),
+        help="scenario tables to add at N = 1e5 on the first grid (default: all; none: none)",
     )
     parser.add_argument(
         "--timeout",
@@ -151,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead of benchmarking, run SYSTEM once at the first --n under cProfile",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-scenario", help=argparse.SUPPRESS)
     parser.add_argument("--child-memory", help=argparse.SUPPRESS)
     return parser
 
@@ -181,11 +197,17 @@ def child_main(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
 
-    system = BY_KEY[args.child]
     n = args.n[0]
-    workload = _systems.make_workload(args.tasks, n // args.tasks, args.seed, args.grid_us)
+    workload = _systems.make_workload(args.tasks, n // args.tasks, args.seed, args.grid_us[0])
+    expected = workload.expected_seconds
+    if args.child_scenario is not None:
+        rows = {row[0]: row[2] for row in _systems.SCENARIOS[args.child_scenario][1]}
+        run = rows[args.child]
+        expected = _systems.scenario_expected(args.child_scenario, workload)
+    else:
+        run = BY_KEY[args.child].run
     try:
-        m = system.run(workload)
+        m = run(workload)
     except Unavailable as exc:
         out = {"status": "unavailable", "note": str(exc)}
     else:
@@ -194,17 +216,24 @@ def child_main(args: argparse.Namespace) -> int:
             "cpu_seconds": m.cpu_seconds,
             "seconds": m.seconds,
             "final_time": m.final_time,
-            "expected": workload.expected_seconds,
+            "expected": expected,
+            "compiled": _compiled(),
         }
     print(json.dumps(out))
     return 0
+
+
+def _compiled() -> bool | None:
+    """Did this child run virtualtime's compiled core?  None if virtualtime was not loaded."""
+    loop_module = sys.modules.get("virtualtime._loop")
+    return None if loop_module is None else bool(loop_module.COMPILED)
 
 
 def profile_main(args: argparse.Namespace) -> int:
     """Run one system once under cProfile and print the top functions."""
     system = BY_KEY[args.profile]
     n = args.n[0]
-    workload = _systems.make_workload(args.tasks, n // args.tasks, args.seed, args.grid_us)
+    workload = _systems.make_workload(args.tasks, n // args.tasks, args.seed, args.grid_us[0])
     profiler = cProfile.Profile()
     try:
         profiler.enable()
@@ -239,6 +268,9 @@ class Cell:
     worst_error: float = 0.0
     status: str = "ok"  # ok | unavailable | error | timeout
     note: str = ""
+    scenario: str | None = None
+    grid_us: int = _systems.DEFAULT_GRID_US
+    compiled: set[bool | None] = field(default_factory=set)
 
     @property
     def done(self) -> bool:
@@ -249,11 +281,21 @@ class Cell:
         return statistics.median(self.per_wakeup_us) if self.per_wakeup_us else None
 
 
-def run_child(extra: Sequence[str], timeout: float) -> dict[str, Any]:
-    """Run this file with ``extra`` arguments in a fresh interpreter; parse its JSON line."""
+def run_child(extra: Sequence[str], timeout: float, *, pure: bool = False) -> dict[str, Any]:
+    """Run this file with ``extra`` arguments in a fresh interpreter; parse its JSON line.
+
+    ``pure``: with ``VIRTUALTIME_PURE_PYTHON=1`` (virtualtime's pure-Python path); otherwise
+    with that variable removed, so that the compiled core is used when it was built.
+    """
     cmd = [sys.executable, str(HERE), *extra]
+    env = dict(os.environ)
+    env.pop("VIRTUALTIME_PURE_PYTHON", None)
+    if pure:
+        env["VIRTUALTIME_PURE_PYTHON"] = "1"
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "note": f"took more than {timeout:g} s"}
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -278,9 +320,11 @@ def measure(cell: Cell, args: argparse.Namespace) -> None:
             "--seed",
             str(args.seed),
             "--grid-us",
-            str(args.grid_us),
+            str(cell.grid_us),
         ]
-        result = run_child(extra, args.timeout)
+        if cell.scenario is not None:
+            extra += ["--child-scenario", cell.scenario]
+        result = run_child(extra, args.timeout, pure=cell.system.pure)
         status = result["status"]
         if status == "timeout" and cell.effective_n // 10 >= args.tasks:
             old = cell.effective_n
@@ -298,6 +342,7 @@ def measure(cell: Cell, args: argparse.Namespace) -> None:
         cell.status = status
         cell.note = str(result.get("note", status))
         return
+    cell.compiled.add(result.get("compiled"))
     cell.per_wakeup_us.append(result["cpu_seconds"] / cell.effective_n * 1e6)
     cell.wall_us.append(result["seconds"] / cell.effective_n * 1e6)
     final = result["final_time"]
@@ -322,25 +367,44 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def run_benchmark(args: argparse.Namespace, sizes: list[int]) -> dict[int, list[Cell]]:
-    """Every (size, system) cell, measured round-robin with a rotating order."""
+def run_benchmark(
+    args: argparse.Namespace, sizes: list[int], grid_us: int
+) -> dict[int, list[Cell]]:
+    """Every (size, system) cell on one duration grid, round-robin with a rotating order."""
     cells: dict[int, list[Cell]] = {}
     for n in sizes:
         keys = args.systems
         if n == BIG_N and args.big and not args.big_explicit:
             keys = [k for k in keys if k in args.big_systems]
         if keys:
-            cells[n] = [Cell(BY_KEY[k], n, n) for k in keys]
+            cells[n] = [Cell(BY_KEY[k], n, n, grid_us=grid_us) for k in keys]
     for n, row in cells.items():
-        for repeat in range(args.repeats):
-            shift = repeat % len(row)
-            for cell in row[shift:] + row[:shift]:
-                if cell.done:
-                    continue
-                measure(cell, args)
-                shown = f"{cell.per_wakeup_us[-1]:.2f} us" if not cell.done else cell.note
-                log(f"N={fmt_n(n)} round {repeat + 1}/{args.repeats} {cell.system.key}: {shown}")
+        measure_row(args, row, f"grid {grid_us} us, N={fmt_n(n)}")
     return cells
+
+
+def measure_row(args: argparse.Namespace, row: list[Cell], what: str) -> None:
+    """``--repeats`` rounds over the cells of one table, the order rotating every round."""
+    for repeat in range(args.repeats):
+        shift = repeat % len(row)
+        for cell in row[shift:] + row[:shift]:
+            if cell.done:
+                continue
+            measure(cell, args)
+            shown = f"{cell.per_wakeup_us[-1]:.2f} us" if not cell.done else cell.note
+            log(f"{what} round {repeat + 1}/{args.repeats} {cell.system.key}: {shown}")
+
+
+def run_scenario(args: argparse.Namespace, name: str) -> list[Cell]:
+    """One scenario table at N = 1e5 (or the largest --n) on the first grid."""
+    n = TARGET_N if TARGET_N in args.n else max(args.n)
+    row = [
+        Cell(System(key, label, "", run, "", pure=pure), n, n, scenario=name)
+        for key, label, run, pure in _systems.SCENARIOS[name][1]
+        if key in args.systems or key in ("simpy", "looptime", "trio", "trio-virtualtime")
+    ]
+    measure_row(args, row, f"{name} N={fmt_n(n)}")
+    return row
 
 
 # --------------------------------------------------------------------------- report
@@ -376,6 +440,8 @@ def table(cells: list[Cell]) -> list[str]:
             lines.append(f"| {c.system.label} | - | {note} | | | | | |")
             continue
         spread = f"{min(c.per_wakeup_us):.2f} - {max(c.per_wakeup_us):.2f}"
+        if c.compiled == {False} and not c.system.pure:
+            c.note = c.note or "the compiled core was not built: this row ran pure Python"
         n_text = f"{c.effective_n:,}" + (" ⚠" if c.effective_n != c.requested_n else "")
         lines.append(
             f"| {c.system.label} | {n_text} | {med:.2f} | {spread}"
@@ -393,90 +459,106 @@ def verdict(ok: bool | None) -> str:
     return "n/a" if ok is None else ("**met**" if ok else "**NOT met**")
 
 
-def targets(cells: dict[int, list[Cell]]) -> list[str]:
-    lines = ["### Targets (issue 2, at N = 1e5, ratios from this run)", ""]
-    if TARGET_N not in cells:
-        return [*lines, "N = 1e5 was not measured in this run.", ""]
-    med = {c.system.key: c.median for c in cells[TARGET_N]}
-    vt = med.get(VT_KEY)
+def _median(cells: dict[int, list[Cell]], n: int, key: str) -> float | None:
+    return next((c.median for c in cells.get(n, []) if c.system.key == key), None)
 
-    def check(label: str, other: str, limit: float, *, at_most: bool) -> None:
-        """``at_most``: virtualtime / other <= limit; else other / virtualtime >= limit."""
-        o = med.get(other)
-        if vt is None or o is None:
-            lines.append(f"- {label}: n/a ({VT_KEY if vt is None else other} not measured)")
+
+def targets(cells: dict[int, list[Cell]], memory: dict[str, float]) -> list[str]:
+    """Issue 18's targets, from this run's first grid (ratios at N = 1e5)."""
+    lines = ["### Targets (issue 18, N = 1e5, ratios from this run)", ""]
+    simpy = _median(cells, TARGET_N, SIMPY_KEY)
+    if TARGET_N not in cells or simpy is None:
+        return [*lines, "N = 1e5 (with SimPy) was not measured in this run.", ""]
+
+    def ratio(label: str, key: str, limit: float) -> None:
+        value = _median(cells, TARGET_N, key)
+        if value is None:
+            lines.append(f"- {label}: n/a ({key} not measured)")
             return
-        ratio = vt / o if at_most else o / vt
-        ok = ratio <= limit if at_most else ratio >= limit
-        lines.append(f"- {label}: {ratio:.2f}x → {verdict(ok)}")
+        r = value / simpy
+        lines.append(f"- {label} ≤ {limit}x SimPy: {r:.2f}x → {verdict(r <= limit)}")
 
-    check("virtualtime ≤ 5x SimPy per wake-up (virtualtime / SimPy)", SIMPY_KEY, 5, at_most=True)
-    check("≥ 20x faster than looptime (looptime / virtualtime)", "looptime", 20, at_most=False)
-    check("≥ 5x faster than trio MockClock (trio / virtualtime)", "trio", 5, at_most=False)
-    trio_mock, trio_virtual = med.get("trio"), med.get(TRIO_VT_KEY)
+    ratio("`asyncio.sleep`, pure Python", "virtualtime-pure", 3.0)
+    ratio("`asyncio.sleep`, compiled core", VT_KEY, 3.0)
+    ratio("`virtualtime.sleep`, pure Python", "virtualtime-sleep-pure", 2.5)
+    ratio("`virtualtime.sleep`, compiled core", "virtualtime-sleep", 1.5)
+    ratio("`anyio.sleep`, pure Python", "anyio-pure", 4.0)
+    ratio("`anyio.sleep`, compiled core", "anyio", 4.0)
+    for key in ("virtualtime-pure", "virtualtime-sleep-pure", VT_KEY, "virtualtime-sleep"):
+        values = [_median(cells, n, key) for n in (SMALL_N, TARGET_N, BIG_N)]
+        if None in values:
+            continue
+        known = [v for v in values if v is not None]
+        spread = max(known) / min(known)
+        lines.append(
+            f"- {BY_KEY[key].label}: flat from 1e4 to 1e6 (max / min ≤ {FLAT_TOLERANCE}):"
+            f" {spread:.2f}x → {verdict(spread <= FLAT_TOLERANCE)}"
+        )
+    for key, limit in MEMORY_TARGET_KIB.items():
+        for variant in (key, f"{key}-pure"):
+            if variant in memory:
+                lines.append(
+                    f"- memory, {_systems.MEMORY_KEYS[variant]}: {memory[variant]:.2f} KiB per"
+                    f" pending sleeper ≤ {limit} → {verdict(memory[variant] <= limit)}"
+                )
+    vt = _median(cells, TARGET_N, VT_KEY)
+    # Issue 2's ratios to the test aids, and issue 14's trio targets.
+    for other, limit, label in (
+        ("looptime", 20, "≥ 20x faster than looptime (looptime / virtualtime)"),
+        ("trio", 5, "≥ 5x faster than trio MockClock (trio / virtualtime)"),
+    ):
+        o = _median(cells, TARGET_N, other)
+        if vt is not None and o is not None:
+            lines.append(f"- {label}: {o / vt:.2f}x → {verdict(o / vt >= limit)}")
+    trio_mock = _median(cells, TARGET_N, "trio")
+    trio_virtual = _median(cells, TARGET_N, TRIO_VT_KEY)
     if trio_mock is not None and trio_virtual is not None:
-        ratio = trio_mock / trio_virtual
+        speedup = trio_mock / trio_virtual
         lines.append(
             "- trio VirtualClock ≥ 1.3x faster than MockClock(autojump_threshold=0)"
-            f" (MockClock / VirtualClock, issue 14): {ratio:.2f}x → {verdict(ratio >= 1.3)}"
+            f" (MockClock / VirtualClock, issue 14): {speedup:.2f}x → {verdict(speedup >= 1.3)}"
         )
-    trio_big = next((c.median for c in cells.get(BIG_N, []) if c.system.key == TRIO_VT_KEY), None)
-    trio_small = next(
-        (c.median for c in cells.get(SMALL_N, []) if c.system.key == TRIO_VT_KEY), None
-    )
-    if trio_virtual is not None and trio_big is not None and trio_small is not None:
-        spread = max(trio_small, trio_virtual, trio_big) / min(trio_small, trio_virtual, trio_big)
+    trio_row = [_median(cells, n, TRIO_VT_KEY) for n in (SMALL_N, TARGET_N, BIG_N)]
+    if None not in trio_row:
+        known = [v for v in trio_row if v is not None]
+        spread = max(known) / min(known)
         lines.append(
             f"- trio VirtualClock flat from 1e4 to 1e6 (max / min ≤ {FLAT_TOLERANCE}):"
             f" {spread:.2f}x → {verdict(spread <= FLAT_TOLERANCE)}"
         )
-    vt_big = next((c.median for c in cells.get(BIG_N, []) if c.system.key == VT_KEY), None)
-    if vt is not None and vt_big is not None:
-        growth = vt_big / vt
-        lines.append(
-            f"- per-wake-up cost flat from 1e5 to 1e6 (1e6 / 1e5 ≤ {FLAT_TOLERANCE}):"
-            f" {growth:.2f}x → {verdict(growth <= FLAT_TOLERANCE)}"
-        )
-    else:
-        lines.append("- per-wake-up cost flat from 1e5 to 1e6: n/a (run with --big)")
-    hist = med.get("virtualtime-history")
+    hist = _median(cells, TARGET_N, "virtualtime-history")
     if vt is not None and hist is not None:
         bound = f"{_systems.HISTORY_BOUND:_}"
         lines.append(f"- history on (history={bound}): {hist / vt:.2f}x the cost of history off")
     return [*lines, ""]
 
 
-def memory_section(args: argparse.Namespace) -> list[str]:
+def memory_section(args: argparse.Namespace, results: dict[str, float]) -> list[str]:
+    """The pending-sleepers table; fills ``results`` with KiB per pending sleeper by key."""
     lines = [
-        f"### Memory: {args.memory_n:,} pending sleepers, half cancelled, run to completion",
+        f"### Memory and time: {args.memory_n:,} pending sleepers, half cancelled, run to the end",
         "",
-        "RSS growth above the baseline taken just before the run, divided by the number of"
-        " sleepers: once all are pending, and at the peak of the whole run (cancellation and"
-        f" completion included). Target: <= {MEMORY_TARGET_KIB} KiB per pending sleeper.",
+        "Each sleeper is a task running a user coroutine around one sleep. RSS growth above"
+        " the baseline taken just before the run, divided by the number of sleepers: once all"
+        " are pending, and at the peak of the whole run (cancellation and completion included)."
+        " Run time is wall time for the whole run.",
         "",
         "| loop | KiB / sleeper, all pending | KiB / sleeper, peak of run | peak growth"
         " | cancelled | run time | final time |",
         "|---|--:|--:|--:|--:|--:|---|",
     ]
     timeout = max(args.timeout, 600.0)
-    for key, label in (
-        ("virtualtime", "virtualtime"),
-        ("asyncio-naive", "stock asyncio + naive virtual clock (reference)"),
-    ):
+    for key, label in _systems.MEMORY_KEYS.items():
         log(f"memory check: {key} ...")
         extra = ["--child-memory", key, "--memory-n", str(args.memory_n), "--seed", str(args.seed)]
-        r = run_child(extra, timeout)
+        r = run_child(extra, timeout, pure=key.endswith("-pure"))
         if r["status"] != "ok":
             lines.append(f"| {label} | {r['status']}: {r.get('note', '')} | | | | | |")
             continue
         exact = "OK" if r["final_time"] == r["expected"] else f"MISMATCH ({r['final_time']!r})"
-        pending = f"{r['pending_kib_per_sleeper']:.2f}"
-        peak = f"{r['kib_per_sleeper']:.2f}"
-        if key == "virtualtime":
-            pending += f" ({verdict(r['pending_kib_per_sleeper'] <= MEMORY_TARGET_KIB)})"
-            peak += f" ({verdict(r['kib_per_sleeper'] <= MEMORY_TARGET_KIB)})"
+        results[key] = r["pending_kib_per_sleeper"]
         lines.append(
-            f"| {label} | {pending} | {peak}"
+            f"| {label} | {r['pending_kib_per_sleeper']:.2f} | {r['kib_per_sleeper']:.2f}"
             f" | {r['peak_kib'] / 1024:.0f} MiB | {r['cancelled']:,} | {r['seconds']:.1f} s"
             f" | {exact} |"
         )
@@ -495,6 +577,8 @@ def versions() -> str:
 
 def header(args: argparse.Namespace, argv: Sequence[str]) -> list[str]:
     cmd = shlex.join([".venv/bin/python", "bench/bench_wakeups.py", *argv])
+    loop_module: Any = __import__("virtualtime._loop", fromlist=["COMPILED"])
+    core = "built" if loop_module.COMPILED else "NOT built (every row ran pure Python)"
     return [
         "## Wake-up benchmark",
         "",
@@ -503,11 +587,14 @@ def header(args: argparse.Namespace, argv: Sequence[str]) -> list[str]:
         f" {platform.release()}",
         f"- load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         " (other work on the machine adds noise; compare ratios, not absolute µs)",
-        f"- software: {versions()}",
+        f"- software: {versions()}; virtualtime's compiled core: {core}",
         f"- command: `{cmd}`",
-        f"- K = {args.tasks} tasks, durations: multiples of {args.grid_us} µs up to"
+        f"- K = {args.tasks} tasks, durations: multiples of the grid up to"
         f" {_systems.MAX_US // 1000} ms (seed {args.seed}),"
-        f" median of {args.repeats}, each measurement in a fresh process",
+        f" median of {args.repeats}, each measurement in a fresh process, rows interleaved",
+        '- µs / wake-up is CPU time (`time.process_time`); wall µs is also shown; "(pure'
+        ' Python)" rows run with `VIRTUALTIME_PURE_PYTHON=1`; final time is checked against'
+        " the exact end computed in integers",
         "",
     ]
 
@@ -525,8 +612,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--n {n} is not a multiple of --tasks {args.tasks}")
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    if not 1 <= args.grid_us <= _systems.MAX_US:
-        parser.error(f"--grid-us must be in 1..{_systems.MAX_US}, got {args.grid_us}")
+    for grid in args.grid_us:
+        if not 1 <= grid <= _systems.MAX_US:
+            parser.error(f"--grid-us must be in 1..{_systems.MAX_US}, got {grid}")
     if args.timeout <= 0:
         parser.error(f"--timeout must be > 0, got {args.timeout}")
 
@@ -536,14 +624,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return profile_main(args)
 
     report = header(args, argv)
+    first: dict[int, list[Cell]] = {}
     if not args.memory_only:
-        cells = run_benchmark(args, args.n)
-        for n, row in cells.items():
-            report += [f"### N = {n:,} wake-ups ({args.tasks} tasks x {n // args.tasks})", ""]
-            report += [*table(row), ""]
-        report += targets(cells)
+        for index, grid in enumerate(args.grid_us):
+            cells = run_benchmark(args, args.n, grid)
+            if index == 0:
+                first = cells
+            report += [f"## Wake-ups, durations on a {grid} µs grid", ""]
+            for n, row in cells.items():
+                report += [f"### N = {n:,} wake-ups ({args.tasks} tasks x {n // args.tasks})", ""]
+                report += [*table(row), ""]
+        if args.scenarios:
+            report += ["## Scenarios", ""]
+        for name in args.scenarios:
+            row = run_scenario(args, name)
+            what = _systems.SCENARIOS[name][0]
+            report += [f"### {name}: {what}", "", *table(row), ""]
+    memory: dict[str, float] = {}
     if not args.no_memory:
-        report += memory_section(args)
+        report += memory_section(args, memory)
+    if not args.memory_only:
+        report += targets(first, memory)
     text = "\n".join(report)
     print(text)
     if args.output is not None:

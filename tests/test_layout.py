@@ -71,6 +71,7 @@ MODULES: dict[str, str] = {
     "virtualtime._cclocks": "clocks",
     "virtualtime._loop": "engine",
     "virtualtime._timers": "engine",
+    "virtualtime._cwake": "engine",
     "virtualtime._outside": "engine",
     "virtualtime._runner": "engine",
     "virtualtime._policy": "engine",

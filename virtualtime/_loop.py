@@ -54,8 +54,11 @@ import collections
 import concurrent.futures
 import contextvars
 import enum
+import functools
 import heapq
+import inspect
 import math
+import os
 import sys
 import threading
 import time as _time_module
@@ -91,7 +94,7 @@ from ._time import (
     to_seconds,
     to_ticks,
 )
-from ._timers import NEVER, TimerQueue
+from ._timers import NEVER, WAITER, TimerQueue
 
 __all__ = [
     "HistoryRecord",
@@ -131,7 +134,15 @@ _CREEP_AFTER: Final = 8
 after which time creeps forward one tick (see ``VirtualEventLoop._vt_rearmed_round``)."""
 
 _InvalidStateError: Final = asyncio.InvalidStateError
+_WAITER: Final = WAITER
+_Future: Final = asyncio.Future
 _THIS_FILE: Final = __file__
+
+# asyncio-private: the helper Handle._run formats a failed callback with; it took a debug
+# parameter during 3.12 (what the running interpreter's Handle._run passes, we pass).
+_FORMAT_TAKES_DEBUG: Final = (
+    "debug" in inspect.signature(_format_helpers._format_callback_source).parameters
+)
 
 _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
@@ -212,7 +223,41 @@ class _Timer(asyncio.TimerHandle):
             self._args = None  # type: ignore[assignment]
 
 
+class _Soon(asyncio.Handle):
+    """A ready-queue Handle built without the stock constructor's per-call debug check.
+
+    asyncio-private: the fields are exactly those of ``Handle`` (unchanged from 3.11 to 3.15),
+    as for :class:`_Timer`.  Every task wake-up goes through ``call_soon`` (a future schedules
+    its waiter's callback with it), so the stock ``get_debug()`` call and the
+    ``call_soon`` -> ``_call_soon`` -> ``Handle.__init__`` chain cost on every wake-up.
+    Debug-mode loops use the stock path, which records the source traceback.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._context = contextvars.copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+
 def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
+    """Resolve ``fut`` unless it is already done: the timer callback the loop recognises.
+
+    A ``call_later``/``call_at`` timer whose callback is this function (or asyncio's own
+    ``futures._set_result_unless_cancelled``, which ``asyncio.sleep`` schedules) is resolved by
+    the loop in timer order, without a trip through the ready queue.
+    """
     if not fut.done():
         try:  # noqa: SIM105 - contextlib.suppress costs a context manager per wake-up
             fut.set_result(result)
@@ -300,6 +345,37 @@ _WAKERS: Final = (
     asyncio.futures._set_result_unless_cancelled,  # type: ignore[attr-defined]
     set_result_unless_cancelled,
 )
+
+
+def _load_core() -> Any:
+    """The compiled core (``virtualtime._cwake``), set up; None for the pure-Python path.
+
+    Absent when it was not built (no compiler at install time), ignored with
+    ``VIRTUALTIME_PURE_PYTHON=1``, and refused -- silently, the pure path is always correct --
+    if it does not recognise this interpreter's handle layout.
+    """
+    if os.environ.get("VIRTUALTIME_PURE_PYTHON"):
+        return None
+    try:
+        from . import _cwake
+    except ImportError:
+        return None
+    try:
+        # asyncio-private: the core reads and writes Handle/TimerHandle slots directly (the
+        # fields _Timer and _Soon set); setup() checks each is a plain slot first.
+        _cwake.setup(WAITER, asyncio.TimerHandle, _Soon, *_WAKERS, asyncio.InvalidStateError)
+    except (TypeError, AttributeError):  # pragma: no cover - a future CPython's layout
+        return None
+    return _cwake
+
+
+_core: Final = _load_core()
+COMPILED: Final = _core is not None
+"""Is the loop running on its compiled core?  (False: the pure-Python path.)"""
+_core_fire: Final = None if _core is None else _core.fire
+_core_run_ready: Final = None if _core is None else _core.run_ready
+core_push_after: Final = None if _core is None else _core.push_after
+"""``push_after(heap, next_seq, ticks, delay, priority, item) -> seq`` or None (see sleep)."""
 
 
 def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
@@ -465,7 +541,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_scheduled_at: dict[int, tuple[int, asyncio.Task[Any] | None]] = {}
         self._vt_timers = TimerQueue(on_discard=self._vt_forget_seq)
         # The timer heap itself, read directly on the hot path (the queue changes it in place).
-        self._vt_heap: list[tuple[int, int, int, asyncio.TimerHandle]] = self._vt_timers.heap
+        self._vt_heap: list[tuple[int, int, int, Any]] = self._vt_timers.heap
         self._vt_seq = self._vt_timers.next_seq
         self._vt_autojump = autojump
         self._vt_threshold = autojump_threshold
@@ -514,6 +590,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_layers = layers
         if layers:
             created(self, layers)
+        self._vt_lean_get_debug()
 
     # ------------------------------------------------------------------ clock
 
@@ -644,6 +721,26 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if not future.done():
                 self._vt_cancel_drive(future)
 
+    def _vt_lean_get_debug(self) -> None:
+        # Every Future and Task built on this loop asks loop.get_debug() (from C, once per
+        # future: every sleep).  The stock method is a Python function, and so a frame per
+        # call; an instance attribute that is a C callable reading the same flag answers
+        # without one.  set_debug() keeps working: the flag is read at each call.  The same
+        # for create_future (asyncio.sleep, wait_for, queues and locks call it): the stock
+        # method is exactly this call, made from a Python frame.  A subclass that overrides
+        # either method keeps its own.
+        cls = type(self)
+        if cls.get_debug is _base_events.BaseEventLoop.get_debug:
+            self.get_debug = functools.partial(getattr, self, "_debug")  # type: ignore[method-assign]
+        if cls.create_future is _base_events.BaseEventLoop.create_future:
+            self.create_future = functools.partial(_Future, loop=self)  # type: ignore[method-assign]
+        if _core is not None and cls.call_soon is VirtualEventLoop.call_soon:
+            # The compiled call_soon: the same lean handle, made without a Python frame; in
+            # debug mode or on a closed loop it calls the method below.
+            self.call_soon = _core.SoonCaller(  # type: ignore[method-assign]
+                self, self._ready.append, functools.partial(VirtualEventLoop.call_soon, self)
+            )
+
     def _vt_update_fast(self) -> None:
         # The common case, decided once per mode change rather than on every iteration.
         self._vt_fast = (
@@ -739,6 +836,57 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._vt_history is not None:
             self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
         return handle
+
+    def call_soon(  # type: ignore[override]
+        self,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        """Like :meth:`asyncio.loop.call_soon` (a leaner handle outside debug mode)."""
+        if self._debug or self._closed:
+            handle = super().call_soon(callback, *args, context=context)
+            # asyncio-private: a debug handle records where it was made, and the stock method
+            # drops its own frames from the record; drop this one too, so it names the caller.
+            if handle._source_traceback:  # type: ignore[attr-defined]
+                del handle._source_traceback[-1]  # type: ignore[attr-defined]
+            return handle
+        handle = _Soon(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
+    def _vt_wake_after(self, delay: float, future: asyncio.Future[Any], priority: int = 0) -> None:
+        """Resolve ``future`` (with None) once ``delay`` virtual seconds have passed.
+
+        The cheapest wait the loop offers, and the one :func:`virtualtime.sleep` is made of:
+        the future itself goes into the timer heap, ordered like every timer (instant, then
+        ``priority``, then first scheduled first), with no handle and no callback.  For code
+        that sleeps in a hot loop on the virtual loop (the sim kit); everything else should
+        call ``virtualtime.sleep``.
+
+        The contract: ``future`` is a plain ``loop.create_future()`` of this loop, and
+        ``delay`` a checked float or int >= 0 (``math.inf``: never).  Whoever makes the future
+        done *before* the loop does -- cancels it, or resolves it early -- must then call
+        :meth:`_vt_wake_dropped` once, as ``TimerHandle.cancel()`` reports itself, so that dead
+        entries are counted and purged.  History and traces see the wake-up like a sleep's.
+        """
+        ticks = self._vt_ticks
+        if delay > 0:
+            if delay < _FAR:
+                step = round(delay * TICKS_PER_SECOND)
+                ticks += step if step > 0 else 1
+            else:
+                seconds = _seconds("delay", delay)  # an int beyond any float is refused
+                far = seconds >= _HORIZON
+                ticks = _NEVER if far else min(ticks + delay_ticks(seconds), _NEVER)
+        seq = self._vt_seq()
+        _heappush(self._vt_heap, (ticks, priority, seq, future))
+        if self._vt_history is not None:
+            self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
+
+    def _vt_wake_dropped(self) -> None:
+        """A future given to :meth:`_vt_wake_after` was made done before its instant."""
+        self._vt_timers.cancelled += 1
 
     def call_at(  # type: ignore[override]
         self,
@@ -996,33 +1144,61 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             direct = not self._debug
             fired = 0
             seconds = self._vt_now
+            if _core_fire is not None and history is None and direct:
+                # The compiled core: the loop below, in C (no history, not in debug mode).
+                fired, dead, seconds = _core_fire(heap, now, seconds, ready.append)
+                timers.cancelled -= dead
+                if seconds > self._vt_now:
+                    self._vt_now = seconds
+                heap = ()  # type: ignore[assignment]  # the loop below has nothing left to do
             while heap and heap[0][0] <= now:
                 entry = _heappop(heap)
                 handle = entry[3]
-                handle._scheduled = False  # type: ignore[attr-defined]
+                if type(handle) is _WAITER:
+                    # A native sleep (_vt_wake_after): the entry is the future itself.
+                    if handle.done():  # cancelled, and counted by whoever cancelled it
+                        timers.cancelled -= 1
+                        if history is not None:
+                            self._vt_scheduled_at.pop(entry[2], None)
+                        continue
+                    fired += 1
+                    if history is not None:
+                        self._vt_record(entry)
+                    try:  # noqa: SIM105 - the hot path: no context manager here
+                        handle.set_result(None)
+                    except _InvalidStateError:  # cancelled in between by a signal handler
+                        pass
+                    continue
+                handle._scheduled = False
                 if handle._cancelled:
                     timers.cancelled -= 1
+                    if history is not None:
+                        self._vt_scheduled_at.pop(entry[2], None)
+                    continue
+                waker = handle._callback in _WAKERS
+                if waker and handle._args[0].done():
+                    # A sleep cancelled before its timer came due (its task has not run
+                    # since): the timer wakes nobody, so it neither fires nor is recorded --
+                    # exactly like a native sleep's dead entry above.
+                    if history is not None:
+                        self._vt_scheduled_at.pop(entry[2], None)
                     continue
                 fired += 1
-                if handle._when > seconds:  # type: ignore[attr-defined]  # see call_at
-                    seconds = self._vt_now = handle._when  # type: ignore[attr-defined]
+                if handle._when > seconds:  # see call_at
+                    seconds = self._vt_now = handle._when
                 if history is not None:
                     self._vt_record(entry)
-                if direct and handle._callback in _WAKERS:  # type: ignore[attr-defined]
+                if direct and waker:
                     # A sleep's timer only resolves its future, whose waiter is then
                     # scheduled.  Resolving it here, in timer order, saves a round trip
                     # through the ready queue; the woken task still runs in this round.
-                    future = handle._args[0]
-                    if not future.done():
-                        try:  # noqa: SIM105 - the hot path: no context manager here
-                            future.set_result(handle._args[1])
-                        except _InvalidStateError:
-                            # Cancelled between the two calls by a signal handler: Ctrl-C
-                            # under asyncio.run cancels the main task from one.
-                            pass
-                        continue
-                    if future.cancelled():
-                        continue
+                    try:  # noqa: SIM105 - the hot path: no context manager here
+                        handle._args[0].set_result(handle._args[1])
+                    except _InvalidStateError:
+                        # Cancelled between the two calls by a signal handler: Ctrl-C
+                        # under asyncio.run cancels the main task from one.
+                        pass
+                    continue
                 ready.append(handle)
             self._vt_fired += fired
 
@@ -1035,11 +1211,43 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             self._vt_run_ready_debug(ntodo)
             return
         popleft = ready.popleft
+        if _core_run_ready is not None:
+            _core_run_ready(popleft, ntodo, self._vt_callback_failed)
+            return
         for _ in range(ntodo):
             todo = popleft()
             if todo._cancelled:
                 continue
-            todo._run()
+            if type(todo) is _Soon:
+                # Handle._run, inlined for the loop's own lean handles (a frame saved on
+                # every wake-up); a failure is reported exactly as Handle._run reports it.
+                try:
+                    todo._context.run(todo._callback, *todo._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self._vt_callback_failed(todo, exc)
+            else:
+                todo._run()
+
+    def _vt_callback_failed(self, handle: asyncio.Handle, exc: BaseException) -> None:
+        # asyncio-private: what Handle._run does when a callback raises (its message, built
+        # with format_helpers, the handle and where it was made) -- for the inlined run above.
+        base: Any = _format_helpers
+        callback: Any = handle._callback  # type: ignore[attr-defined]
+        args: Any = handle._args
+        if _FORMAT_TAKES_DEBUG:
+            source = base._format_callback_source(callback, args, debug=self.get_debug())
+        else:  # 3.11 and early 3.12: the helper has no debug parameter
+            source = base._format_callback_source(callback, args)
+        context: dict[str, Any] = {
+            "message": f"Exception in callback {source}",
+            "exception": exc,
+            "handle": handle,
+        }
+        if handle._source_traceback:  # type: ignore[attr-defined]
+            context["source_traceback"] = handle._source_traceback  # type: ignore[attr-defined]
+        self.call_exception_handler(context)
 
     def _vt_run_ready_debug(self, ntodo: int) -> None:
         # Debug mode, as the stock loop: record the current handle and log slow callbacks,
@@ -1065,11 +1273,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             finally:
                 self._current_handle = None
 
-    def _vt_record(self, entry: tuple[int, int, int, asyncio.TimerHandle]) -> None:
+    def _vt_record(self, entry: tuple[int, int, int, Any]) -> None:
         ticks, priority, seq, handle = entry
         assert self._vt_history is not None
         scheduled, task = self._vt_scheduled_at.pop(seq, (ticks, None))
-        callback = handle._callback  # type: ignore[attr-defined]
+        if type(handle) is _WAITER:
+            callback: object = set_result_unless_cancelled
+        else:
+            callback = handle._callback
         what: object = task if task is not None and callback in _WAKERS else callback
         self._vt_history.append((self._vt_ticks, priority, seq, what, scheduled))
 
@@ -1168,7 +1379,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def _vt_deadlock_error(self) -> DeadlockError:
         blocked = tuple(_describe_task(task) for task in asyncio.all_tasks(self) if not task.done())
-        live = [entry for entry in self._vt_heap if not entry[3]._cancelled]
+        live = self._vt_timers.live()
         finite = [entry for entry in live if entry[0] < _NEVER]
         if finite and not self._vt_autojump:
             reason = (

@@ -304,7 +304,11 @@ class OutsideWork:
             and not self.jobs
             and not self.holds
             and not self.signals
-            and not self.children
+            # weakref-private: the WeakSet's own set of references (len() of a WeakSet is a
+            # Python method, on every round).  A reference whose child just died may linger
+            # there a moment; that only sends the loop down its general path, which asks the
+            # full model.  A canary test pins the attribute.
+            and not self.children.data  # type: ignore[attr-defined]
             and _thread_table_size() == 1
         )
 

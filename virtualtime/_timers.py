@@ -6,12 +6,16 @@ total order of entries -- ``(tick, priority, seq)``: earlier instant first, then
 priority, then first pushed first -- and which entries were cancelled.  It can be unit-tested
 with plain objects and no event loop.
 
-An entry's *item* is anything with a boolean ``_cancelled`` attribute and a writable
-``_scheduled`` attribute (asyncio's ``TimerHandle`` has both: ``_scheduled`` tells a cancelled
-handle whether it still sits in a heap, which is how cancellations are counted).  A cancelled
-item stays in the heap until it reaches the head or until cancelled entries are a quarter of
-the heap, when :meth:`compact` rebuilds it without them -- the same bargain stock asyncio
-makes, so that cancelling a timer is O(1).
+An entry's *item* is one of two things.  A *handle*: anything with a boolean ``_cancelled``
+attribute and a writable ``_scheduled`` attribute (asyncio's ``TimerHandle`` has both:
+``_scheduled`` tells a cancelled handle whether it still sits in a heap, which is how
+cancellations are counted).  Or a *waiter*: an :class:`asyncio.Future` of the exact stock type
+(what ``loop.create_future()`` returns), which the entry resolves when it fires -- the native
+sleep's entry, with no handle at all -- and which is dead once it is done (cancelled, or
+resolved early by its owner).  Whoever kills a waiter calls :meth:`note_cancelled`, as
+``TimerHandle.cancel()`` does for a handle.  A dead item stays in the heap until it reaches
+the head or until dead entries are a quarter of the heap, when :meth:`compact` rebuilds it
+without them -- the same bargain stock asyncio makes, so that cancelling a timer is O(1).
 
 The loop reads :attr:`heap` directly on its hottest path (``heap[0][0]`` is the next tick),
 and pops due entries with :func:`heapq.heappop`; everything that changes the heap's shape
@@ -20,6 +24,7 @@ is a method here.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
@@ -27,15 +32,26 @@ from typing import Any, Final, Protocol
 
 from ._time import NEVER
 
-__all__ = ["NEVER", "Entry", "TimerQueue"]
+__all__ = ["NEVER", "WAITER", "Entry", "TimerQueue", "is_dead"]
 
 
 COMPACT_MIN: Final = 256
 """Cancelled entries are purged once there are more than this many and they are a quarter."""
 
 
+WAITER: Final = asyncio.Future
+"""The type of a waiter item: the stock future (``_asyncio.Future`` where it is compiled)."""
+
+
 class _Item(Protocol):
     _cancelled: bool
+
+
+def is_dead(item: Any) -> bool:
+    """Is this entry's item cancelled (a handle) or done (a waiter)?"""
+    if type(item) is WAITER:
+        return bool(item.done())
+    return bool(item._cancelled)
 
 
 Entry = tuple[int, int, int, Any]
@@ -50,14 +66,16 @@ class TimerQueue:
     the queue throws away, so that side tables keyed by ``seq`` can forget it too.
     """
 
-    __slots__ = ("_next_seq", "cancelled", "heap", "on_discard")
+    __slots__ = ("cancelled", "heap", "next_seq", "on_discard")
 
     def __init__(self, on_discard: Callable[[int], object] | None = None) -> None:
         self.heap: list[Entry] = []
         self.cancelled = 0
         """How many entries in :attr:`heap` are cancelled (maintained by :meth:`note_cancelled`)."""
         self.on_discard = on_discard
-        self._next_seq = itertools.count().__next__
+        self.next_seq: Callable[[], int] = itertools.count().__next__
+        """A fresh sequence number (entries pushed later compare later at equal keys); a C
+        callable, called on every timer, so no Python method wraps it."""
 
     def __len__(self) -> int:
         return len(self.heap)
@@ -66,13 +84,9 @@ class TimerQueue:
         """The entries in heap order (not sorted), cancelled ones included."""
         return iter(self.heap)
 
-    def next_seq(self) -> int:
-        """A fresh sequence number (entries pushed later compare later at equal keys)."""
-        return self._next_seq()
-
     def push(self, ticks: int, priority: int, item: _Item) -> int:
         """Add ``item`` due at ``ticks``; returns its sequence number."""
-        seq = self._next_seq()
+        seq = self.next_seq()
         heapq.heappush(self.heap, (ticks, priority, seq, item))
         return seq
 
@@ -86,15 +100,19 @@ class TimerQueue:
             self.compact()
             return
         heap = self.heap
-        while heap and heap[0][3]._cancelled:
+        while heap and is_dead(heap[0][3]):
             self._discard(heapq.heappop(heap))
+        if not heap:
+            self.cancelled = 0  # a waiter killed after compaction dropped it was counted late
 
     def compact(self) -> None:
         """Rebuild the heap without its cancelled entries."""
         live = []
         for entry in self.heap:
-            if entry[3]._cancelled:
-                entry[3]._scheduled = False
+            item = entry[3]
+            if is_dead(item):
+                if type(item) is not WAITER:
+                    item._scheduled = False
                 if self.on_discard is not None:
                     self.on_discard(entry[2])
             else:
@@ -104,7 +122,8 @@ class TimerQueue:
         self.cancelled = 0
 
     def _discard(self, entry: Entry) -> None:
-        entry[3]._scheduled = False
+        if type(entry[3]) is not WAITER:
+            entry[3]._scheduled = False
         self.cancelled -= 1
         if self.on_discard is not None:
             self.on_discard(entry[2])
@@ -126,15 +145,16 @@ class TimerQueue:
         heap = self.heap
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
-            if entry[3]._cancelled:
+            if is_dead(entry[3]):
                 self._discard(entry)
                 continue
-            entry[3]._scheduled = False
+            if type(entry[3]) is not WAITER:
+                entry[3]._scheduled = False
             yield entry
 
     def live(self) -> list[Entry]:
         """Every entry not cancelled, in heap order."""
-        return [entry for entry in self.heap if not entry[3]._cancelled]
+        return [entry for entry in self.heap if not is_dead(entry[3])]
 
     def clear(self) -> None:
         """Forget every entry."""

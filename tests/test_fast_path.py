@@ -1,0 +1,467 @@
+"""The native sleep and the lean general path tell exactly the story the old machinery told.
+
+``virtualtime.sleep`` puts its future straight into the loop's timer heap, with no
+``TimerHandle``.  The oracle here is the implementation it replaced -- a ``call_later`` timer
+whose callback resolves the future -- and every program below must give the same log and the
+same dispatch history with either, on the fast path and on the general path, with the
+compiled core and without it (``VIRTUALTIME_PURE_PYTHON=1`` runs the suite on the second).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import math
+import random
+import re
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import virtualtime
+from virtualtime._loop import VirtualEventLoop, set_result_unless_cancelled
+
+Sleep = Callable[..., Awaitable[None]]
+
+
+async def handle_sleep(delay: float, *, priority: int = 0) -> None:
+    """The oracle: virtualtime.sleep as it was, a call_later timer resolving a future."""
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, VirtualEventLoop)
+    future: asyncio.Future[None] = loop.create_future()
+    handle = loop.call_later(delay, set_result_unless_cancelled, future, None, priority=priority)
+    try:
+        await future
+    finally:
+        handle.cancel()
+
+
+class GeneralPathLoop(VirtualEventLoop):
+    """Never the fast path: every idle moment asks the outside-work model."""
+
+    def _vt_update_fast(self) -> None:
+        self._vt_fast = False
+
+
+def run_with(
+    path: str, program: Callable[[Sleep], Coroutine[Any, Any, Any]], sleep: Sleep
+) -> tuple[Any, list[tuple[float, int, int, str, float]]]:
+    def factory() -> VirtualEventLoop:
+        if path == "fast":
+            return virtualtime.new_event_loop(history=100_000)
+        return GeneralPathLoop(history=100_000)
+
+    with asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(program(sleep))
+        loop = runner.get_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        # Unnamed tasks (wait_for's inner task on 3.11) take a process-wide counter's name.
+        history = [
+            (r.time, r.priority, r.seq, re.sub(r"Task-\d+", "Task-?", r.what), r.scheduled)
+            for r in loop.history
+        ]
+        assert loop._vt_timers.cancelled >= 0
+    return result, history
+
+
+def same_story(program: Callable[[Sleep], Coroutine[Any, Any, Any]]) -> Any:
+    stories = [
+        run_with(path, program, sleep)
+        for path in ("fast", "general")
+        for sleep in (virtualtime.sleep, handle_sleep)
+    ]
+    for story in stories[1:]:
+        assert story == stories[0]
+    return stories[0][0]
+
+
+def random_program(seed: int) -> Callable[[Sleep], Coroutine[Any, Any, list[Any]]]:
+    async def program(sleep: Sleep) -> list[Any]:
+        rng = random.Random(seed)
+        loop = asyncio.get_running_loop()
+        log: list[Any] = []
+
+        async def worker(i: int) -> None:
+            for step in range(rng.randint(1, 12)):
+                delay = rng.choice([0, 0, 0.001, 0.25, 1 / 3, 1.0, 7])
+                priority = rng.choice([0, 0, -1, 2])
+                how = rng.random()
+                try:
+                    if how < 0.15:
+                        async with asyncio.timeout(rng.choice([0, 0.25, 0.5, 2])):
+                            await sleep(delay, priority=priority)
+                    elif how < 0.25:
+                        await asyncio.wait_for(
+                            sleep(delay, priority=priority), rng.choice([0.25, 0.5, 2])
+                        )
+                    elif how < 0.35:
+                        await asyncio.sleep(delay)
+                    else:
+                        await sleep(delay, priority=priority)
+                except TimeoutError:
+                    log.append((i, step, "timeout", loop.time()))
+                else:
+                    log.append((i, step, "woke", loop.time()))
+
+        assert isinstance(loop, VirtualEventLoop)
+        tasks = [asyncio.create_task(worker(i), name=f"w{i}") for i in range(12)]
+        for task in rng.sample(tasks, 3):
+            loop.call_later(rng.choice([0, 0.25, 1.0, 3.0]), task.cancel)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        log.append(("cancelled", [isinstance(r, asyncio.CancelledError) for r in results]))
+        log.append(("end", loop.time(), loop.timers_fired))
+        return log
+
+    return program
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 100_000))
+def test_random_programs_tell_the_same_story_with_the_native_sleep(seed: int) -> None:
+    same_story(random_program(seed))
+
+
+async def _timeouts(sleep: Sleep) -> list[Any]:
+    loop = asyncio.get_running_loop()
+    log: list[Any] = []
+    try:
+        async with asyncio.timeout(1):
+            await sleep(100)
+    except TimeoutError:
+        log.append(("timeout", loop.time()))
+    try:
+        await asyncio.wait_for(sleep(100), 1)
+    except TimeoutError:
+        log.append(("wait_for", loop.time()))
+    task = asyncio.ensure_future(sleep(math.inf))
+    loop.call_later(0.5, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.append(("cancelled", loop.time()))
+    await sleep(0.5)
+    log.append(("after", loop.time()))
+    return log
+
+
+def test_timeouts_and_cancellation_fire_at_their_own_instant() -> None:
+    assert same_story(_timeouts) == [
+        ("timeout", 1.0),
+        ("wait_for", 2.0),
+        ("cancelled", 2.5),
+        ("after", 3.0),
+    ]
+
+
+async def _priorities(sleep: Sleep) -> list[str]:
+    loop = asyncio.get_running_loop()
+    order: list[str] = []
+
+    async def one(name: str, priority: int) -> None:
+        await sleep(1, priority=priority)
+        order.append(name)
+
+    async def stock(name: str) -> None:
+        await asyncio.sleep(1)
+        order.append(name)
+
+    assert isinstance(loop, VirtualEventLoop)
+    loop.call_later(1, order.append, "callback-p1", priority=1)
+    await asyncio.gather(
+        one("a0", 0), stock("s0"), one("b-1", -1), one("c1", 1), one("d0", 0), one("e-1", -1)
+    )
+    return order
+
+
+def test_priorities_then_fifo_across_native_sleeps_timers_and_asyncio_sleep() -> None:
+    assert same_story(_priorities) == ["b-1", "e-1", "a0", "s0", "d0", "callback-p1", "c1"]
+
+
+def test_history_names_the_task_a_native_sleep_woke() -> None:
+    async def main() -> None:
+        await asyncio.create_task(virtualtime.sleep(2, priority=3), name="napper")
+
+    loop = virtualtime.new_event_loop(history=10)
+    try:
+        loop.run_until_complete(main())
+        (record,) = [r for r in loop.history if r.what == "task napper"]
+        assert (record.time, record.priority, record.scheduled) == (2.0, 3, 0.0)
+        assert record.task_id is not None
+    finally:
+        loop.close()
+
+
+def test_anyio_cancel_scopes_cut_a_native_sleep_short() -> None:
+    async def main() -> list[Any]:
+        seen: list[Any] = []
+        with anyio.move_on_after(1.5) as scope:
+            await virtualtime.sleep(100)
+        seen.append((scope.cancelled_caught, anyio.current_time()))
+        with pytest.raises(TimeoutError):
+            with anyio.fail_after(0.25):
+                await virtualtime.sleep(10, priority=-1)
+        seen.append(anyio.current_time())
+        async with anyio.create_task_group() as group:
+            group.start_soon(virtualtime.sleep, 50)
+            await virtualtime.sleep(1)
+            group.cancel_scope.cancel()
+        seen.append(anyio.current_time())
+        return seen
+
+    result = anyio.run(
+        main, backend="asyncio", backend_options={"loop_factory": virtualtime.new_event_loop}
+    )
+    assert result == [(True, 1.5), 1.75, 2.75]
+
+
+def test_cancelled_native_sleeps_are_counted_and_compacted() -> None:
+    async def main() -> tuple[int, int, int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        tasks = [asyncio.create_task(virtualtime.sleep(1000 + i)) for i in range(2000)]
+        await asyncio.sleep(0)
+        full = len(loop._vt_heap)
+        for task in tasks[:1500]:
+            task.cancel()
+        await asyncio.sleep(0)  # the tasks see their cancellation and count it
+        await asyncio.sleep(0.001)  # a round that purges
+        left = len(loop._vt_heap)
+        for task in tasks[1500:]:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(1)
+        return full, left, loop._vt_timers.cancelled
+
+    full, left, counted = virtualtime.run(main())
+    assert full >= 2000
+    assert left <= 600  # compacted: the 1500 dead entries are gone long before their instant
+    assert counted == 0
+
+
+def test_a_native_sleep_outside_a_virtual_loop_says_why() -> None:
+    coro = virtualtime.sleep(1)
+    with pytest.raises(virtualtime.VirtualTimeError, match="no event loop is running"):
+        coro.send(None)
+
+    async def on_stock() -> None:
+        await virtualtime.sleep(1)
+
+    with pytest.raises(virtualtime.VirtualTimeError, match="running loop is"):
+        asyncio.run(on_stock())
+
+
+def test_native_sleep_edge_delays() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        await virtualtime.sleep(0)
+        seen.append(loop.time())
+        await virtualtime.sleep(1e-12)  # below one tick: still advances one tick
+        seen.append(loop.time())
+        await virtualtime.sleep(3)
+        seen.append(loop.time())
+        await virtualtime.sleep(2e18)  # beyond the inline path, before the horizon
+        seen.append(loop.time())
+        task = asyncio.create_task(virtualtime.sleep(math.inf))
+        await asyncio.sleep(0)
+        assert isinstance(loop, VirtualEventLoop)
+        assert loop.peek() == math.inf
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return seen
+
+    seen = virtualtime.run(main())
+    assert seen[:3] == [0.0, 1e-9, 3.000000001]
+    assert seen[3] == pytest.approx(2e18)
+
+
+# ------------------------------------------------------------ the lean general path
+
+
+def test_lean_call_soon_handles_run_in_order_with_their_context() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="none")
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        seen: list[str] = []
+        done = loop.create_future()
+        ctx = contextvars.copy_context()
+        ctx.run(var.set, "theirs")
+        var.set("mine")
+        loop.call_soon(lambda: seen.append("1:" + var.get()))
+        loop.call_soon(lambda: seen.append("2:" + var.get()), context=ctx)
+        cancelled = loop.call_soon(seen.append, "never")
+        assert isinstance(cancelled, asyncio.Handle)
+        cancelled.cancel()
+        assert cancelled.cancelled()
+        loop.call_soon(done.set_result, None)
+        await done
+        return seen
+
+    assert virtualtime.run(main()) == ["1:mine", "2:theirs"]
+
+
+def test_a_failing_lean_callback_is_reported_like_a_stock_one() -> None:
+    reports: list[dict[str, Any]] = []
+
+    def boom(x: int) -> None:
+        raise ValueError(f"boom {x}")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reports.append(context))
+        loop.call_soon(boom, 7)
+        await asyncio.sleep(0)
+
+    virtualtime.run(main())
+    (report,) = reports
+    assert report["message"].startswith("Exception in callback ")
+    assert "boom" in report["message"]
+    assert isinstance(report["exception"], ValueError)
+    assert isinstance(report["handle"], asyncio.Handle)
+
+    stock: list[dict[str, Any]] = []
+
+    async def on_stock() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: stock.append(context))
+        loop.call_soon(boom, 7)
+        await asyncio.sleep(0)
+
+    asyncio.run(on_stock())
+    assert stock[0]["message"] == report["message"]
+
+
+def test_get_debug_and_create_future_follow_the_loop() -> None:
+    loop = virtualtime.new_event_loop()
+    try:
+        assert loop.get_debug() is False
+        loop.set_debug(True)
+        assert loop.get_debug() is True
+        future = loop.create_future()
+        assert type(future) is asyncio.Future
+        assert future.get_loop() is loop
+        handle = loop.call_soon(print)
+        assert handle._source_traceback  # type: ignore[attr-defined]  # debug: recorded
+        handle.cancel()
+        loop.set_debug(False)
+        assert loop.get_debug() is False
+    finally:
+        loop.close()
+    del loop
+    gc.collect()
+
+
+def test_call_soon_on_a_closed_loop_refuses_as_stock() -> None:
+    loop = virtualtime.new_event_loop()
+    loop.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        loop.call_soon(print)
+
+
+def test_canary_weakset_keeps_its_references_in_a_set() -> None:
+    # The fast path's "nothing outside" check reads WeakSet.data (virtualtime._outside.quiet).
+    import weakref
+
+    class Child:
+        pass
+
+    children: weakref.WeakSet[Child] = weakref.WeakSet()
+    assert not children.data  # type: ignore[attr-defined]
+    child = Child()
+    children.add(child)
+    assert len(children.data) == 1  # type: ignore[attr-defined]
+    del child
+    gc.collect()
+    assert not children.data  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------- both implementations
+
+_STORY_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import virtualtime._loop
+from test_fast_path import random_program, run_with
+import virtualtime
+stories = [run_with("fast", random_program(seed), virtualtime.sleep) for seed in (1, 2, 3)]
+print(json.dumps([virtualtime._loop.COMPILED, stories]))
+"""
+
+
+def test_the_pure_path_and_the_compiled_core_tell_the_same_story() -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import virtualtime._loop
+
+    tests = str(Path(__file__).parent)
+    here = [run_with("fast", random_program(seed), virtualtime.sleep) for seed in (1, 2, 3)]
+    env = {**os.environ, "VIRTUALTIME_PURE_PYTHON": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", _STORY_SCRIPT.format(tests=tests)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    compiled, there = json.loads(out.stdout)
+    assert compiled is False  # the variable forces the pure path
+    assert json.loads(json.dumps(here)) == there
+    if os.environ.get("VIRTUALTIME_PURE_PYTHON"):
+        assert virtualtime._loop.COMPILED is False
+
+
+def test_the_compiled_core_is_used_whenever_it_was_built() -> None:
+    import importlib.util
+    import os
+
+    import virtualtime._loop
+
+    built = importlib.util.find_spec("virtualtime._cwake") is not None
+    forced_pure = bool(os.environ.get("VIRTUALTIME_PURE_PYTHON"))
+    assert virtualtime._loop.COMPILED is (built and not forced_pure)
+
+
+_THREAD_SCRIPT = """
+import threading
+import anyio, anyio._backends._asyncio
+import virtualtime
+
+def refuse(*_args):
+    raise AssertionError("a loop round called into threading")
+
+async def main():
+    for _ in range(100):
+        await anyio.sleep(0.01)
+    return anyio.current_time()
+
+assert threading.active_count() == 1  # the premise: no other thread exists
+threading.active_count = threading.enumerate = refuse
+print(anyio.run(main, backend="asyncio",
+                backend_options={"loop_factory": virtualtime.new_event_loop}))
+"""
+
+
+def test_the_thread_check_calls_no_threading_function_with_anyio_loaded() -> None:
+    # Issue 18: with no worker thread, a loop round asks threading nothing (anyio loaded or
+    # not); the fast path reads the length of threading's own table of running threads.  In
+    # a fresh interpreter, where no other test left a thread behind.
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _THREAD_SCRIPT], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == pytest.approx(1.0)

@@ -1,0 +1,37 @@
+# The optional compiled core of the virtual loop (virtualtime/_cwake.c); see virtualtime._loop.
+from collections.abc import Callable
+from typing import Any
+
+def setup(
+    waiter_type: type,
+    timer_type: type,
+    soon_type: type,
+    waker_a: Callable[..., object],
+    waker_b: Callable[..., object],
+    invalid_state_error: type[BaseException],
+    /,
+) -> None: ...
+def push_after(
+    heap: list[Any],
+    next_seq: Callable[[], int],
+    ticks: int,
+    delay: float,
+    priority: int,
+    item: object,
+    /,
+) -> int: ...
+def fire(
+    heap: list[Any], now: int, seconds: float, ready_append: Callable[[Any], object], /
+) -> tuple[int, int, float]: ...
+def run_ready(
+    popleft: Callable[[], Any],
+    ntodo: int,
+    failed: Callable[[Any, BaseException], object],
+    /,
+) -> None: ...
+
+class SoonCaller:
+    def __init__(
+        self, loop: object, ready_append: Callable[[Any], object], fallback: Callable[..., Any], /
+    ) -> None: ...
+    def __call__(self, callback: Callable[..., object], *args: Any, context: Any = None) -> Any: ...
