@@ -308,6 +308,22 @@ def test_canary_threading_keeps_its_running_threads_in_a_table() -> None:
     )
 
 
+def test_canary_a_pool_worker_thread_is_known_by_its_target() -> None:
+    # _outside.py, _worker_threads: a thread pool's worker runs a function named _worker
+    # (Thread._target), and only such threads (and anyio's) are inspected for jobs.
+    from virtualtime._outside import _worker_threads
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(lambda: None).result()
+        workers = [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")]
+        assert workers, "no pool thread seen"
+        assert all(t in _worker_threads() for t in workers), changed(
+            "Thread._target of concurrent.futures workers (no longer a function named _worker)",
+            "virtualtime/_outside.py (_worker_threads)",
+        )
+    assert threading.main_thread() not in _worker_threads()
+
+
 # ------------------------------------------------------------------ transports, subprocesses
 
 

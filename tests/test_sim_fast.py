@@ -16,8 +16,32 @@ from typing import Any
 import pytest
 
 import virtualtime
-from virtualtime import sim
+from virtualtime import _outside, sim
 from virtualtime.sim import _fast
+
+
+@pytest.fixture(autouse=True)
+def _no_foreign_worker_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the jump's own rule, in a process with no other worker threads.
+
+    An earlier test may leave a pool's idle worker alive (Dask keeps one); the loop then,
+    rightly, never calls its world quiet, and no wait would skip its round.  That refusal has
+    its own test below.
+    """
+    monkeypatch.setattr(_outside, "_worker_threads", lambda: ())
+
+
+def test_a_live_pool_worker_of_another_pool_turns_the_shortcut_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.undo()  # the real thread table
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(lambda: None).result()  # the worker now idles in the pool, alive
+        _fast._skipped = 0
+        jumped, _ = virtualtime.run(_jump(2_500_000_000)())
+    assert jumped is False
 
 
 def test_canary_the_loop_state_the_jump_reads() -> None:

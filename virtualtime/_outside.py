@@ -95,6 +95,38 @@ _real_monotonic: Final = _time_module.monotonic
 # Read on every round of the fast path: the length of threading's own table of running
 # threads costs a tenth of active_count(), which takes a lock.
 _thread_table_size: Final = threading._active.__len__  # type: ignore[attr-defined]
+_thread_table: Final[dict[int, threading.Thread]] = threading._active  # type: ignore[attr-defined]
+_worker_cache: list[Any] = [(), ()]  # [the threads last seen, the worker threads among them]
+
+
+def _worker_threads() -> tuple[threading.Thread, ...]:
+    """The threads that may run a job for some loop: pool workers and anyio workers.
+
+    Only these can hold work the loop must wait for without having handed it out itself (a
+    job of another executor wrapped into the loop, an anyio ``to_thread`` job).  Every other
+    thread -- the main thread of a process that runs the loop elsewhere, a library's monitor
+    or I/O thread, a Dask worker's own machinery -- is not looked at, so a process with many
+    threads pays for them only when the set of threads changes.
+
+    threading-private: the table of live threads (``threading._active``; ``enumerate()``
+    copies it under a lock every call) and a thread's ``_target`` (a pool worker's target is
+    a function named ``_worker``: ``concurrent.futures.thread`` and the pools built on it).
+    Canary tests pin both.
+    """
+    threads = tuple(_thread_table.values())
+    seen, workers = _worker_cache
+    if threads != seen:
+        anyio_loaded = _ANYIO_ASYNCIO in _modules
+        workers = tuple(
+            thread
+            for thread in threads
+            if getattr(getattr(thread, "_target", None), "__name__", "") == "_worker"
+            or (anyio_loaded and getattr(thread, "idle_workers", None) is not None)
+        )
+        _worker_cache[:] = (threads, workers)
+    return workers  # type: ignore[no-any-return]
+
+
 _modules: Final = sys.modules
 _ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
 _FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
@@ -309,8 +341,13 @@ class OutsideWork:
             # there a moment; that only sends the loop down its general path, which asks the
             # full model.  A canary test pins the attribute.
             and not self.children.data  # type: ignore[attr-defined]
-            and _thread_table_size() == 1
+            and (_thread_table_size() == 1 or not self._foreign_workers())
         )
+
+    def _foreign_workers(self) -> bool:
+        """Is any worker thread alive besides the loop's own thread (see _worker_threads)?"""
+        own = getattr(self._loop, "_thread_id", None)  # asyncio-private: the running thread
+        return any(thread.ident != own for thread in _worker_threads())
 
     def threads_busy(self) -> bool:
         """Is a thread doing real work whose answer this loop will wait for?"""
@@ -321,7 +358,7 @@ class OutsideWork:
             if len(self.jobs) > len(self.job_threads):
                 return True  # submitted and not started yet, or finishing
             idents.extend(self.job_threads)
-        if _thread_table_size() > 1:
+        if _thread_table_size() > 1 and self._foreign_workers():
             idents.extend(self._other_worker_threads(idents))
         if not idents:
             return False
@@ -353,7 +390,7 @@ class OutsideWork:
         loop = self._loop
         anyio_loaded = _ANYIO_ASYNCIO in _modules
         frames = sys._current_frames()
-        for thread in threading.enumerate():
+        for thread in _worker_threads():
             ident = thread.ident
             if ident is None or ident in known:
                 continue
