@@ -1,4 +1,4 @@
-"""Build hook for the optional compiled parts: ``virtualtime._cclocks`` and ``virtualtime._cwake``.
+"""Build hook for the optional compiled parts: ``_clocks._cclocks`` and ``_engine._cwake``.
 
 Everything else is in pyproject.toml.  Both extensions are optional: without a compiler (or
 with ``VIRTUALTIME_PURE_PYTHON=1`` in the environment) the build skips them and virtualtime
@@ -12,7 +12,11 @@ from setuptools import Extension, setup
 
 extensions = []
 if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
-    extensions.append(Extension("virtualtime._cclocks", ["virtualtime/_cclocks.c"], optional=True))
-    extensions.append(Extension("virtualtime._cwake", ["virtualtime/_cwake.c"], optional=True))
+    extensions.append(
+        Extension("virtualtime._clocks._cclocks", ["virtualtime/_clocks/_cclocks.c"], optional=True)
+    )
+    extensions.append(
+        Extension("virtualtime._engine._cwake", ["virtualtime/_engine/_cwake.c"], optional=True)
+    )
 
 setup(ext_modules=extensions)

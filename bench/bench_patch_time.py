@@ -7,7 +7,7 @@ It loads every importable top-level stdlib module plus generated modules until a
 libraries do: ``from time import monotonic``, a default argument, a stored
 ``functools.partial(datetime.now, UTC)``), then measures, in one process:
 
-* install + restore: entering and leaving a loop's :class:`~virtualtime._patch.TimePatch`
+* install + restore: entering and leaving a loop's :class:`~virtualtime._clocks._patch.TimePatch`
   (what every ``run_forever``/``evolve`` from outside does), median of many;
 * per call, on the patched loop's thread and (the real path) on another thread, each against
   the unpatched clock called in the same place: interleaved rounds, best of each, so load on
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import virtualtime
-from virtualtime._patch import _real_perf_counter as real_clock
+from virtualtime._clocks._patch import _real_perf_counter as real_clock
 
 
 def load_modules(target: int, stored_every: int) -> int:
@@ -73,7 +73,7 @@ def main() -> None:
     loaded = load_modules(options.modules, options.stored_every)
     import gc
 
-    from virtualtime import _hook, _patch
+    from virtualtime._clocks import _hook, _patch
 
     tracked = len(gc.get_objects())
     utc = datetime.UTC
@@ -116,7 +116,7 @@ async def per_call_table(calls: int) -> None:
     noise.  "new instant" rows move virtual time by 1 µs before each call (so nothing cached
     can answer), and their real twins do the same step.
     """
-    import virtualtime._patch as patch
+    import virtualtime._clocks._patch as patch
 
     loop = asyncio.get_running_loop()
     assert isinstance(loop, virtualtime.VirtualEventLoop)

@@ -19,8 +19,8 @@ builds do; Debian's ``python3.x`` does not, it lives in ``libpython3.x-testsuite
 virtualtime measured is always the one in this checkout (the child puts the project root
 first on ``sys.path``).
 
-When to use it: after any change to ``virtualtime/_loop.py``, to see what asyncio behaviour it
-kept or broke.  Save ``--json`` and diff it against the baseline kept under ``/work/notes``.
+When to use it: after any change to ``virtualtime/_engine/_loop.py``, to see what asyncio behaviour
+it kept or broke.  Save ``--json`` and diff it against the baseline kept under ``/work/notes``.
 
 Hooks patched in the virtual pass
 ---------------------------------

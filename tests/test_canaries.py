@@ -1,7 +1,7 @@
 """Canaries: one named test per private asyncio / anyio / threading assumption of the engine.
 
-The engine's loop modules (``virtualtime/_loop.py``, ``_outside.py``, ``_timers.py``) touch a
-few private parts of asyncio, concurrent.futures, threading and anyio, each with a comment
+The engine's loop modules (``virtualtime/_engine/_loop.py``, ``_outside.py``, ``_timers.py``) touch
+a few private parts of asyncio, concurrent.futures, threading and anyio, each with a comment
 saying why.  If a new Python (or anyio) changes one of them, the matching test here fails
 first and says which symbol moved and where virtualtime relies on it -- instead of traces
 silently losing spans or virtual timeouts silently overtaking worker threads.
@@ -55,11 +55,11 @@ def test_canary_handle_and_timerhandle_slots_are_the_ones_Timer_sets() -> None:
     }
     assert handle_slots == expected_handle, changed(
         f"asyncio.Handle.__slots__ (now {sorted(handle_slots)})",
-        "virtualtime/_loop.py (the _Timer class)",
+        "virtualtime/_engine/_loop.py (the _Timer class)",
     )
     assert timer_slots == {"_scheduled", "_when"}, changed(
         f"asyncio.TimerHandle.__slots__ (now {sorted(timer_slots)})",
-        "virtualtime/_loop.py (the _Timer class)",
+        "virtualtime/_engine/_loop.py (the _Timer class)",
     )
 
 
@@ -88,10 +88,10 @@ def test_canary_a_stock_timerhandle_has_the_field_values_Timer_sets() -> None:
         "_loop": loop,
         "_repr": None,
         "_context": context,
-    }, changed("what asyncio.TimerHandle.__init__ stores", "virtualtime/_loop.py (_Timer)")
+    }, changed("what asyncio.TimerHandle.__init__ stores", "virtualtime/_engine/_loop.py (_Timer)")
     assert stock._scheduled is False, changed(
         "TimerHandle._scheduled (the loop sets it when it queues the timer)",
-        "virtualtime/_loop.py (_Timer) and virtualtime/_timers.py",
+        "virtualtime/_engine/_loop.py (_Timer) and virtualtime/_engine/_timers.py",
     )
 
 
@@ -101,7 +101,8 @@ def test_canary_asyncio_sleep_wakes_through_set_result_unless_cancelled() -> Non
     # and trace spans.
     waker = getattr(asyncio.futures, "_set_result_unless_cancelled", None)
     assert callable(waker), changed(
-        "asyncio.futures._set_result_unless_cancelled (gone)", "virtualtime/_loop.py (_WAKERS)"
+        "asyncio.futures._set_result_unless_cancelled (gone)",
+        "virtualtime/_engine/_loop.py (_WAKERS)",
     )
     loop = asyncio.new_event_loop()
     try:
@@ -115,7 +116,7 @@ def test_canary_asyncio_sleep_wakes_through_set_result_unless_cancelled() -> Non
         loop.close()
     assert scheduled == [waker], changed(
         f"the callback asyncio.sleep schedules (now {scheduled!r})",
-        "virtualtime/_loop.py (_WAKERS)",
+        "virtualtime/_engine/_loop.py (_WAKERS)",
     )
 
 
@@ -124,7 +125,7 @@ def test_canary_timerhandle_cancel_reports_to_timer_handle_cancelled() -> None:
     source = inspect.getsource(asyncio.TimerHandle.cancel)
     assert "_timer_handle_cancelled" in source, changed(
         "TimerHandle.cancel (no longer calls loop._timer_handle_cancelled)",
-        "virtualtime/_loop.py (VirtualEventLoop._timer_handle_cancelled)",
+        "virtualtime/_engine/_loop.py (VirtualEventLoop._timer_handle_cancelled)",
     )
 
 
@@ -159,7 +160,7 @@ def test_canary_the_stock_loop_has_the_state_the_virtual_loop_reads(name: str) -
     loop = asyncio.SelectorEventLoop()
     try:
         assert hasattr(loop, name), changed(
-            f"BaseEventLoop.{name} (gone)", "virtualtime/_loop.py (VirtualEventLoop)"
+            f"BaseEventLoop.{name} (gone)", "virtualtime/_engine/_loop.py (VirtualEventLoop)"
         )
     finally:
         loop.close()
@@ -169,7 +170,7 @@ def test_canary_the_stock_loop_has_the_state_the_virtual_loop_reads(name: str) -
 def test_canary_the_stock_loop_has_the_methods_the_virtual_loop_calls(name: str) -> None:
     assert callable(getattr(asyncio.base_events.BaseEventLoop, name, None)) or callable(
         getattr(asyncio.SelectorEventLoop, name, None)
-    ), changed(f"BaseEventLoop.{name} (gone)", "virtualtime/_loop.py (VirtualEventLoop)")
+    ), changed(f"BaseEventLoop.{name} (gone)", "virtualtime/_engine/_loop.py (VirtualEventLoop)")
 
 
 def test_canary_the_ready_queue_is_a_deque_of_handles() -> None:
@@ -182,7 +183,7 @@ def test_canary_the_ready_queue_is_a_deque_of_handles() -> None:
     finally:
         loop.close()
     assert kinds == [asyncio.Handle], changed(
-        f"BaseEventLoop._ready (now holds {kinds})", "virtualtime/_loop.py (_run_once)"
+        f"BaseEventLoop._ready (now holds {kinds})", "virtualtime/_engine/_loop.py (_run_once)"
     )
 
 
@@ -195,17 +196,18 @@ def test_canary_unix_loops_keep_signal_handlers_in_a_dict() -> None:
     finally:
         loop.close()
     assert isinstance(handlers, dict), changed(
-        "_UnixSelectorEventLoop._signal_handlers", "virtualtime/_loop.py (VirtualEventLoop)"
+        "_UnixSelectorEventLoop._signal_handlers", "virtualtime/_engine/_loop.py (VirtualEventLoop)"
     )
 
 
 def test_canary_slow_callbacks_are_logged_through_base_events() -> None:
     # _loop.py, _run_once's slow-callback report: base_events.logger and _format_handle.
     assert hasattr(asyncio.base_events, "logger"), changed(
-        "asyncio.base_events.logger", "virtualtime/_loop.py (_run_once, slow callbacks)"
+        "asyncio.base_events.logger", "virtualtime/_engine/_loop.py (_run_once, slow callbacks)"
     )
     assert callable(getattr(asyncio.base_events, "_format_handle", None)), changed(
-        "asyncio.base_events._format_handle", "virtualtime/_loop.py (_run_once, slow callbacks)"
+        "asyncio.base_events._format_handle",
+        "virtualtime/_engine/_loop.py (_run_once, slow callbacks)",
     )
 
 
@@ -214,7 +216,7 @@ def test_canary_get_running_loop_has_a_fast_private_twin() -> None:
     from asyncio import events
 
     assert callable(getattr(events, "_get_running_loop", None)), changed(
-        "asyncio.events._get_running_loop", "virtualtime/_loop.py (running_virtual_loop)"
+        "asyncio.events._get_running_loop", "virtualtime/_engine/_loop.py (running_virtual_loop)"
     )
 
 
@@ -231,7 +233,9 @@ def test_canary_a_task_blocked_on_a_future_names_it_in_fut_waiter() -> None:
         return waiter
 
     waiter = asyncio.run(main())
-    assert waiter != "missing", changed("Task._fut_waiter", "virtualtime/_loop.py (_describe_task)")
+    assert waiter != "missing", changed(
+        "Task._fut_waiter", "virtualtime/_engine/_loop.py (_describe_task)"
+    )
 
 
 # ------------------------------------------------------------------ threads and futures
@@ -240,7 +244,7 @@ def test_canary_a_task_blocked_on_a_future_names_it_in_fut_waiter() -> None:
 def test_canary_future_chaining_callbacks_have_these_names() -> None:
     # _outside.py, completed_by / wrapped_into / _DELIVERIES: chained futures are recognised
     # by the names of asyncio's chaining callbacks.
-    from virtualtime._outside import completed_by, wrapped_into
+    from virtualtime._engine._outside import completed_by, wrapped_into
 
     async def main() -> tuple[bool, bool]:
         loop = asyncio.get_running_loop()
@@ -263,11 +267,12 @@ def test_canary_future_chaining_callbacks_have_these_names() -> None:
 
     assert virtualtime.run(main()) == (True, True), changed(
         "asyncio.futures._chain_future's callbacks (_call_set_state / _call_check_cancel)",
-        "virtualtime/_outside.py (completed_by, wrapped_into)",
+        "virtualtime/_engine/_outside.py (completed_by, wrapped_into)",
     )
     chain: Any = asyncio.futures
     assert "_set_state" in inspect.getsource(chain._chain_future), changed(
-        "asyncio.futures._chain_future (_set_state)", "virtualtime/_outside.py (_DELIVERIES)"
+        "asyncio.futures._chain_future (_set_state)",
+        "virtualtime/_engine/_outside.py (_DELIVERIES)",
     )
 
 
@@ -276,42 +281,44 @@ def test_canary_concurrent_futures_keep_done_callbacks_in_a_list() -> None:
     future: concurrent.futures.Future[int] = concurrent.futures.Future()
     future.add_done_callback(print)
     assert getattr(future, "_done_callbacks", None) == [print], changed(
-        "concurrent.futures.Future._done_callbacks", "virtualtime/_outside.py (_chain_callbacks)"
+        "concurrent.futures.Future._done_callbacks",
+        "virtualtime/_engine/_outside.py (_chain_callbacks)",
     )
 
 
 def test_canary_blocked_result_and_work_item_frames_are_where_the_model_looks() -> None:
     # _outside.py, _blocked_on / _work_item_future: frames named "result" in
     # concurrent/futures/_base.py and "run" in concurrent/futures/thread.py.
-    from virtualtime._outside import _FUTURES_BASE, _FUTURES_THREAD
+    from virtualtime._engine._outside import _FUTURES_BASE, _FUTURES_THREAD
 
     base = concurrent.futures._base.Future.result.__code__
     assert (base.co_name, base.co_filename.endswith(_FUTURES_BASE)) == ("result", True), changed(
-        "concurrent.futures Future.result's location", "virtualtime/_outside.py"
+        "concurrent.futures Future.result's location", "virtualtime/_engine/_outside.py"
     )
     run = concurrent.futures.thread._WorkItem.run.__code__
     assert (run.co_name, run.co_filename.endswith(_FUTURES_THREAD)) == ("run", True), changed(
-        "concurrent.futures.thread._WorkItem.run", "virtualtime/_outside.py (_work_item_future)"
+        "concurrent.futures.thread._WorkItem.run",
+        "virtualtime/_engine/_outside.py (_work_item_future)",
     )
     assert "future" in inspect.getsource(concurrent.futures.thread._WorkItem.__init__), changed(
-        "_WorkItem.future", "virtualtime/_outside.py (_work_item_future)"
+        "_WorkItem.future", "virtualtime/_engine/_outside.py (_work_item_future)"
     )
 
 
 def test_canary_threading_keeps_its_running_threads_in_a_table() -> None:
     # _outside.py, _thread_table_size: threads are counted through threading._active.
-    from virtualtime._outside import _thread_table_size
+    from virtualtime._engine._outside import _thread_table_size
 
     limbo = len(threading._limbo)  # type: ignore[attr-defined]
     assert _thread_table_size() == threading.active_count() - limbo, changed(
-        "threading._active", "virtualtime/_outside.py (_thread_table_size)"
+        "threading._active", "virtualtime/_engine/_outside.py (_thread_table_size)"
     )
 
 
 def test_canary_a_pool_worker_thread_is_known_by_its_target() -> None:
     # _outside.py, _worker_threads: a thread pool's worker runs a function named _worker
     # (Thread._target), and only such threads (and anyio's) are inspected for jobs.
-    from virtualtime._outside import _worker_threads
+    from virtualtime._engine._outside import _worker_threads
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(lambda: None).result()
@@ -319,7 +326,7 @@ def test_canary_a_pool_worker_thread_is_known_by_its_target() -> None:
         assert workers, "no pool thread seen"
         assert all(t in _worker_threads() for t in workers), changed(
             "Thread._target of concurrent.futures workers (no longer a function named _worker)",
-            "virtualtime/_outside.py (_worker_threads)",
+            "virtualtime/_engine/_outside.py (_worker_threads)",
         )
     assert threading.main_thread() not in _worker_threads()
 
@@ -332,7 +339,7 @@ def test_canary_transports_tls_and_stream_readers_expose_what_the_model_reads() 
     states = {s.name for s in asyncio.sslproto.SSLProtocolState}
     assert {"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"} <= states, changed(
         f"asyncio.sslproto.SSLProtocolState (now {sorted(states)})",
-        "virtualtime/_outside.py (_PENDING_TLS)",
+        "virtualtime/_engine/_outside.py (_PENDING_TLS)",
     )
     loop = virtualtime.new_event_loop()
     try:
@@ -340,10 +347,10 @@ def test_canary_transports_tls_and_stream_readers_expose_what_the_model_reads() 
     finally:
         loop.close()
     assert hasattr(transports, "items"), changed(
-        "BaseSelectorEventLoop._transports", "virtualtime/_outside.py (sockets in flight)"
+        "BaseSelectorEventLoop._transports", "virtualtime/_engine/_outside.py (sockets in flight)"
     )
     assert "self._waiter = None" in inspect.getsource(asyncio.StreamReader.__init__), changed(
-        "asyncio.StreamReader._waiter", "virtualtime/_outside.py (_child_awaited)"
+        "asyncio.StreamReader._waiter", "virtualtime/_engine/_outside.py (_child_awaited)"
     )
 
 
@@ -351,10 +358,10 @@ def test_canary_subprocess_transports_keep_exit_waiters() -> None:
     # _outside.py, _child_awaited: proc.wait() futures live in _exit_waiters.
     source = inspect.getsource(asyncio.base_subprocess.BaseSubprocessTransport)
     assert "_exit_waiters" in source, changed(
-        "BaseSubprocessTransport._exit_waiters", "virtualtime/_outside.py (_child_awaited)"
+        "BaseSubprocessTransport._exit_waiters", "virtualtime/_engine/_outside.py (_child_awaited)"
     )
     assert "_drain_waiters" in inspect.getsource(asyncio.streams.FlowControlMixin), changed(
-        "FlowControlMixin._drain_waiters", "virtualtime/_outside.py (_child_awaited)"
+        "FlowControlMixin._drain_waiters", "virtualtime/_engine/_outside.py (_child_awaited)"
     )
 
 
@@ -383,11 +390,11 @@ def test_canary_anyio_worker_threads_have_the_attributes_the_model_reads() -> No
     missing = [n for n in ("idle_workers", "loop", "stopping") if not seen.get(n)]
     assert not missing, changed(
         f"anyio's WorkerThread attributes (missing {missing})",
-        "virtualtime/_outside.py (OutsideWork._other_worker_threads)",
+        "virtualtime/_engine/_outside.py (OutsideWork._other_worker_threads)",
     )
     assert seen["loop is ours"], changed(
-        "anyio._backends._asyncio.WorkerThread", "virtualtime/_outside.py (_ANYIO_ASYNCIO)"
+        "anyio._backends._asyncio.WorkerThread", "virtualtime/_engine/_outside.py (_ANYIO_ASYNCIO)"
     )
     assert callable(getattr(anyio_asyncio.WorkerThread, "_report_result", None)), changed(
-        "anyio WorkerThread._report_result", "virtualtime/_outside.py (_DELIVERIES)"
+        "anyio WorkerThread._report_result", "virtualtime/_engine/_outside.py (_DELIVERIES)"
     )

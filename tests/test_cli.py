@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import virtualtime
-from virtualtime._units import format_duration, parse_time
+from virtualtime._shared._units import format_duration, parse_time
 from virtualtime.cli import (
     EXIT_DEADLOCK,
     EXIT_ERROR,
@@ -1100,8 +1100,8 @@ def test_the_engine_is_not_patched_during_a_run(
     status, out, _ = run(capsys, "run", "--start", "5", script)
     assert status == 0
     assert out.splitlines() == [
-        "virtualtime._loop VirtualEventLoop.__init__",
-        "virtualtime._loop VirtualEventLoop.close",
+        "virtualtime._engine._loop VirtualEventLoop.__init__",
+        "virtualtime._engine._loop VirtualEventLoop.close",
         "virtualtime.trio VirtualClock.__init__",
     ]
 

@@ -69,7 +69,7 @@ def test_no_module_outside_sim_raises_a_bare_builtin_error() -> None:
         if relative.parts[0] == "sim" or str(relative) in PENDING:
             continue
         found.extend(_bare_raises(path))
-    assert found == [], "raise a virtualtime error (see virtualtime/_errors.py) instead"
+    assert found == [], "raise a virtualtime error (see virtualtime/_shared/_errors.py) instead"
 
 
 def test_the_trio_guard_raises_family_errors() -> None:

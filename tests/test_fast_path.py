@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
-from virtualtime._loop import VirtualEventLoop, set_result_unless_cancelled
+from virtualtime._engine._loop import VirtualEventLoop, set_result_unless_cancelled
 
 Sleep = Callable[..., Awaitable[None]]
 
@@ -366,7 +366,8 @@ def test_call_soon_on_a_closed_loop_refuses_as_stock() -> None:
 
 
 def test_canary_weakset_keeps_its_references_in_a_set() -> None:
-    # The fast path's "nothing outside" check reads WeakSet.data (virtualtime._outside.quiet).
+    # The fast path's "nothing outside" check reads WeakSet.data
+    # (virtualtime._engine._outside.quiet).
     import weakref
 
     class Child:
@@ -387,11 +388,11 @@ def test_canary_weakset_keeps_its_references_in_a_set() -> None:
 _STORY_SCRIPT = """
 import json, sys
 sys.path.insert(0, {tests!r})
-import virtualtime._loop
+import virtualtime._engine._loop
 from test_fast_path import random_program, run_with
 import virtualtime
 stories = [run_with("fast", random_program(seed), virtualtime.sleep) for seed in (1, 2, 3)]
-print(json.dumps([virtualtime._loop.COMPILED, stories]))
+print(json.dumps([virtualtime._engine._loop.COMPILED, stories]))
 """
 
 
@@ -402,7 +403,7 @@ def test_the_pure_path_and_the_compiled_core_tell_the_same_story() -> None:
     import sys
     from pathlib import Path
 
-    import virtualtime._loop
+    import virtualtime._engine._loop
 
     tests = str(Path(__file__).parent)
     here = [run_with("fast", random_program(seed), virtualtime.sleep) for seed in (1, 2, 3)]
@@ -419,18 +420,18 @@ def test_the_pure_path_and_the_compiled_core_tell_the_same_story() -> None:
     assert compiled is False  # the variable forces the pure path
     assert json.loads(json.dumps(here)) == there
     if os.environ.get("VIRTUALTIME_PURE_PYTHON"):
-        assert virtualtime._loop.COMPILED is False
+        assert virtualtime._engine._loop.COMPILED is False
 
 
 def test_the_compiled_core_is_used_whenever_it_was_built() -> None:
     import importlib.util
     import os
 
-    import virtualtime._loop
+    import virtualtime._engine._loop
 
-    built = importlib.util.find_spec("virtualtime._cwake") is not None
+    built = importlib.util.find_spec("virtualtime._engine._cwake") is not None
     forced_pure = bool(os.environ.get("VIRTUALTIME_PURE_PYTHON"))
-    assert virtualtime._loop.COMPILED is (built and not forced_pure)
+    assert virtualtime._engine._loop.COMPILED is (built and not forced_pure)
 
 
 _THREAD_SCRIPT = """

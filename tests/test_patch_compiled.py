@@ -1,4 +1,4 @@
-"""The compiled clocks (``virtualtime._cclocks``) answer exactly what the Python path answers.
+"""The compiled clocks (``virtualtime._clocks._cclocks``) answer what the Python path answers.
 
 The C hot path reads the loop's tick counter itself and builds ``datetime.now(UTC)`` from a
 civil-date computation of its own, so it gets its own oracle: :func:`virtualtime.wall_time`,
@@ -18,7 +18,7 @@ import time
 import pytest
 
 import virtualtime
-from virtualtime import _patch
+from virtualtime._clocks import _patch
 
 UTC = datetime.UTC
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)
@@ -26,7 +26,7 @@ FIRST = datetime.datetime(1, 1, 1, tzinfo=UTC)
 
 
 def test_the_compiled_helper_is_used_whenever_it_was_built() -> None:
-    built = importlib.util.find_spec("virtualtime._cclocks") is not None
+    built = importlib.util.find_spec("virtualtime._clocks._cclocks") is not None
     forced_pure = bool(os.environ.get("VIRTUALTIME_PURE_PYTHON"))
     assert _patch.COMPILED is (built and not forced_pure)
 

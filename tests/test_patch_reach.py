@@ -34,8 +34,8 @@ import trio
 
 import virtualtime
 import virtualtime.trio
-from virtualtime import _hook, _patch
-from virtualtime._patch import _real_monotonic as real_monotonic
+from virtualtime._clocks import _hook, _patch
+from virtualtime._clocks._patch import _real_monotonic as real_monotonic
 
 _T = TypeVar("_T")
 UTC = datetime.UTC
@@ -549,7 +549,7 @@ def test_cli_bad_wall_start_is_a_usage_error(
 PURE_PYTHON_CHECK = """
 import asyncio, datetime, functools, time
 from time import monotonic
-from virtualtime import _patch
+from virtualtime._clocks import _patch
 import virtualtime
 
 assert _patch.COMPILED is False

@@ -27,10 +27,11 @@ import pytest
 import tenacity
 
 import virtualtime
-from virtualtime import _hook, _patch, wall_time
-from virtualtime._patch import TimePatch
-from virtualtime._patch import _real_monotonic as real_monotonic  # unpatched copies: real
-from virtualtime._patch import _real_time as real_time
+from virtualtime import wall_time
+from virtualtime._clocks import _hook, _patch
+from virtualtime._clocks._patch import TimePatch
+from virtualtime._clocks._patch import _real_monotonic as real_monotonic  # unpatched copies: real
+from virtualtime._clocks._patch import _real_time as real_time
 
 _T = TypeVar("_T")
 

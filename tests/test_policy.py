@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import virtualtime
-from virtualtime._policy import EventLoopPolicy
+from virtualtime._engine._policy import EventLoopPolicy
 
 DEPRECATED = sys.version_info >= (3, 14)
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 import virtualtime
-from virtualtime import _outside, sim
+from virtualtime import sim
+from virtualtime._engine import _outside
 from virtualtime.sim import _fast
 
 

@@ -1,6 +1,6 @@
 """The timer kernel on its own, and the loop's two paths to the same decision.
 
-:class:`virtualtime._timers.TimerQueue` is tested here without any loop.  The loop decides
+:class:`virtualtime._engine._timers.TimerQueue` is tested here without any loop.  The loop decides
 "may time move?" on a fast path (nothing at all outside) and a general path (asking the
 outside-work model); every scenario below runs through both and must give the same story.
 """
@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
-from virtualtime._loop import VirtualEventLoop
-from virtualtime._timers import COMPACT_MIN, NEVER, TimerQueue
+from virtualtime._engine._loop import VirtualEventLoop
+from virtualtime._engine._timers import COMPACT_MIN, NEVER, TimerQueue
 
 # ------------------------------------------------------------------ TimerQueue
 

@@ -40,3 +40,16 @@ def test_every_reader_agrees() -> None:
     assert virtualtime.__version__ == _version.__version__
     # The installed metadata was built from the same file (an editable install included).
     assert importlib.metadata.version("async-virtualtime") == _version.__version__
+
+
+def test_the_package_writes_no_version_of_its_own() -> None:
+    tree = ast.parse((ROOT / "virtualtime" / "__init__.py").read_text(encoding="utf-8"))
+    assigned = [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    ]
+    assert "__version__" not in assigned
+    assert virtualtime.__version__ is _version.__version__

@@ -31,31 +31,30 @@ or method that drives a loop or clock from outside is synchronous (``virtualtime
 import sys as _sys
 
 from ._anyio import anyio_run as anyio_run
-from ._control import evolve as evolve
-from ._control import fast_forward as fast_forward
-from ._control import now as now
-from ._control import peek as peek
-from ._control import run_until as run_until
-from ._control import settle as settle
-from ._control import sleep as sleep
-from ._control import sleep_until as sleep_until
-from ._control import step as step
-from ._control import wall_time as wall_time
-from ._errors import DeadlockError as DeadlockError
-from ._errors import InvalidTypeError as InvalidTypeError
-from ._errors import InvalidValueError as InvalidValueError
-from ._errors import RunawayError as RunawayError
-from ._errors import UsageError as UsageError
-from ._errors import VirtualTimeError as VirtualTimeError
-from ._loop import HistoryRecord as HistoryRecord
-from ._loop import VirtualEventLoop as VirtualEventLoop
+from ._engine._control import evolve as evolve
+from ._engine._control import fast_forward as fast_forward
+from ._engine._control import now as now
+from ._engine._control import peek as peek
+from ._engine._control import run_until as run_until
+from ._engine._control import settle as settle
+from ._engine._control import sleep as sleep
+from ._engine._control import sleep_until as sleep_until
+from ._engine._control import step as step
+from ._engine._control import wall_time as wall_time
+from ._engine._loop import HistoryRecord as HistoryRecord
+from ._engine._loop import VirtualEventLoop as VirtualEventLoop
+from ._engine._runner import new_event_loop as new_event_loop
+from ._engine._runner import run as run
 from ._options import LoopOptions as LoopOptions
 from ._options import configure as configure
-from ._runner import new_event_loop as new_event_loop
-from ._runner import run as run
-from ._time import RESOLUTION as RESOLUTION
-
-__version__ = "0.1.0"
+from ._shared._errors import DeadlockError as DeadlockError
+from ._shared._errors import InvalidTypeError as InvalidTypeError
+from ._shared._errors import InvalidValueError as InvalidValueError
+from ._shared._errors import RunawayError as RunawayError
+from ._shared._errors import UsageError as UsageError
+from ._shared._errors import VirtualTimeError as VirtualTimeError
+from ._shared._time import RESOLUTION as RESOLUTION
+from ._version import __version__ as __version__
 
 __all__: tuple[str, ...] = (
     "DeadlockError",
@@ -87,6 +86,6 @@ __all__: tuple[str, ...] = (
 if _sys.version_info < (3, 16):
     # The legacy path for code that selects its loop through a policy; asyncio removes
     # policies in 3.16, and this export goes with them.
-    from ._policy import EventLoopPolicy as EventLoopPolicy
+    from ._engine._policy import EventLoopPolicy as EventLoopPolicy
 
     __all__ = tuple(sorted((*__all__, "EventLoopPolicy")))

@@ -13,8 +13,8 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-from ._errors import InvalidValueError
 from ._options import LoopOptions
+from ._shared._errors import InvalidValueError
 
 __all__ = ("anyio_run",)
 
@@ -60,7 +60,7 @@ def anyio_run(
     import anyio
 
     if backend == "asyncio":
-        from ._runner import new_event_loop
+        from ._engine._runner import new_event_loop
 
         factory = functools.partial(new_event_loop, checked)
         return anyio.run(main, *args, backend="asyncio", backend_options={"loop_factory": factory})

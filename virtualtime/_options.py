@@ -27,9 +27,9 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal, TypedDict
 
-from ._errors import InvalidTypeError, InvalidValueError
-from ._patch import check_wall_start
-from ._time import NEVER, TICKS_PER_SECOND, check_bool, check_delay, check_rate
+from ._clocks._patch import check_wall_start
+from ._shared._errors import InvalidTypeError, InvalidValueError
+from ._shared._time import NEVER, TICKS_PER_SECOND, check_bool, check_delay, check_rate
 
 __all__ = [
     "ASYNCIO_ONLY",

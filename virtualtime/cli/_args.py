@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, Final
 
 from .._options import check_option
-from .._units import parse_time
+from .._shared._units import parse_time
 
 __all__ = [
     "EXIT_DEADLOCK",

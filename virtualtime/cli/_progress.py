@@ -19,7 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .._units import format_duration
+from .._shared._units import format_duration
 
 if TYPE_CHECKING:
     from ._session import Session

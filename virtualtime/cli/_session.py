@@ -73,11 +73,11 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import IO, Any, Final, TextIO
 
-from .._control import settle
-from .._errors import DeadlockError
-from .._loop import VirtualEventLoop
+from .._engine._control import settle
+from .._engine._loop import VirtualEventLoop
 from .._options import configure
-from .._units import format_duration
+from .._shared._errors import DeadlockError
+from .._shared._units import format_duration
 from ._args import (
     EXIT_DEADLOCK,
     EXIT_ERROR,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
-from .._errors import InvalidTypeError, InvalidValueError
+from .._shared._errors import InvalidTypeError, InvalidValueError
 from ._model import Outcome, Task
 
 __all__ = ["Backend", "Dask", "Futures", "Ray", "Serial", "backend_for"]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import run as _virtual_run  # the public runner: a fresh virtual loop per call
-from .._errors import InvalidTypeError, InvalidValueError
+from .._shared._errors import InvalidTypeError, InvalidValueError
 
 __all__ = ["ModelRef", "Outcome", "Task", "execute", "make_rng", "run_one"]
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import InvalidValueError
+from .._shared._errors import InvalidValueError
 from ._results import scenario_label
 
 if TYPE_CHECKING:

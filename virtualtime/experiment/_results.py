@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvalidTypeError, InvalidValueError
+from .._shared._errors import InvalidTypeError, InvalidValueError
 from ._model import Model, ModelRef, run_one
 from ._stats import _check_confidence, interval
 

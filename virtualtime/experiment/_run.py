@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from .._errors import InvalidTypeError, InvalidValueError
+from .._shared._errors import InvalidTypeError, InvalidValueError
 from ._executors import Backend, Serial, backend_for, chunked
 from ._model import Model, ModelRef, Outcome, Task, execute, reference, stream_text
 from ._results import KEY_COLUMNS, TAIL_COLUMNS, Failure, Results

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._errors import InvalidTypeError, InvalidValueError
+from .._shared._errors import InvalidTypeError, InvalidValueError
 
 
 def _check_confidence(confidence: float) -> float:

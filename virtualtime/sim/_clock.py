@@ -17,7 +17,7 @@ absolute units and compared, across the whole tree, by the instant they map to i
 clock's parent (the root's time when asked at the root) and then by a global sequence number,
 so ties are first-scheduled first-served and order stays right however time and rates move.
 
-Exactness: times are integer nanosecond ticks (:mod:`virtualtime._time`); rates are kept as
+Exactness: times are integer nanosecond ticks (:mod:`virtualtime._shared._time`); rates are kept as
 exact fractions of their decimal spelling (``0.1`` is exactly one tenth), and products stay
 fractions until somebody reads a float.  A root that follows the event loop reads
 ``anyio.current_time()``; a manual root (made outside any event loop) keeps its own base time,
@@ -41,8 +41,8 @@ from typing import TypeVar
 import anyio
 import anyio.lowlevel
 
-from .._errors import UsageError, VirtualTimeError
-from .._time import (
+from .._shared._errors import UsageError, VirtualTimeError
+from .._shared._time import (
     TICKS_PER_SECOND,
     check_delay,
     check_finite,

@@ -32,12 +32,12 @@ from typing import Any, Final
 
 import sniffio
 
-from .._time import TICKS_PER_SECOND
+from .._shared._time import TICKS_PER_SECOND
 
 __all__ = ["asyncio_loop", "jump_by", "jump_to", "set_result", "trio_module"]
 
 try:
-    from .._loop import set_result_unless_cancelled as set_result
+    from .._engine._loop import set_result_unless_cancelled as set_result
 except ImportError:  # pragma: no cover - the loop module was reorganised
 
     def set_result(fut: asyncio.Future[Any], result: Any) -> None:

@@ -36,7 +36,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from .._time import check_finite
+from .._shared._time import check_finite
 
 __all__ = [
     "ARRIVAL_TOLERANCE",

@@ -57,8 +57,8 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 import sniffio
 
-from .._errors import DeadlockError, UsageError, VirtualTimeError
-from .._time import check_delay, to_seconds, to_ticks
+from .._shared._errors import DeadlockError, UsageError, VirtualTimeError
+from .._shared._time import check_delay, to_seconds, to_ticks
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
 from ._fast import trio_module
@@ -513,11 +513,11 @@ def _settle_halt(halt: Waiter) -> None:
 
 
 async def _drive_asyncio(target: float) -> None:
-    from .._loop import VirtualEventLoop
+    from .._engine._loop import VirtualEventLoop
 
     loop = asyncio.get_running_loop()
     if isinstance(loop, VirtualEventLoop):
-        from .._control import run_until
+        from .._engine._control import run_until
 
         if loop.autojump and not loop.rate and target > loop.time():
             # Reach the instant on a plain loop timer, so that until then the loop keeps its

@@ -33,8 +33,8 @@ odometer is continuous across it.  ``halt()`` does stop the vehicle now: it cred
 the step the elapsed time paid for (``min(planned, elapsed * velocity)``) and places the vehicle
 there.
 
-Time is kept in integer nanosecond ticks (:mod:`virtualtime._time`): a step that starts at tick
-``s`` ends at ``s + delay_ticks(distance / velocity)``, the next step starts exactly there, and
+Time is kept in integer nanosecond ticks (:mod:`virtualtime._shared._time`): a step that starts at
+tick ``s`` ends at ``s + delay_ticks(distance / velocity)``, the next step starts exactly there, and
 operating time is the sum of those exact durations -- equal to the elapsed time, whatever the
 velocity does mid-step (KSL recomputes it with the velocity at step end and drifts).
 
@@ -79,8 +79,8 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 import anyio.abc
 
-from .._errors import UsageError
-from .._time import check_delay, delay_ticks, to_seconds, to_ticks
+from .._shared._errors import UsageError
+from .._shared._time import check_delay, delay_ticks, to_seconds, to_ticks
 from ..trace import Category, record_span, recording, register_category
 from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry

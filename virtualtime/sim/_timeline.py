@@ -42,7 +42,7 @@ from typing import Generic, TypeVar
 
 import anyio
 
-from .._time import check_delay, check_finite, delay_ticks, to_seconds, to_ticks
+from .._shared._time import check_delay, check_finite, delay_ticks, to_seconds, to_ticks
 
 __all__ = ["TimelineEntry", "Timeline"]
 

@@ -46,8 +46,15 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, Never, TypeAlias
 
-from .._errors import UsageError
-from .._time import TICKS_PER_SECOND, check_delay, check_finite, delay_ticks, to_seconds, to_ticks
+from .._shared._errors import UsageError
+from .._shared._time import (
+    TICKS_PER_SECOND,
+    check_delay,
+    check_finite,
+    delay_ticks,
+    to_seconds,
+    to_ticks,
+)
 from ._fast import asyncio_loop, jump_to, trio_module
 from ._fast import set_result as _set_result
 

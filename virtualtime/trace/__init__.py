@@ -71,12 +71,12 @@ from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .._errors import InvalidTypeError, InvalidValueError
-from .._loop import RecordKind
+from .._engine._loop import RecordKind
+from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._version import __version__
 
 if TYPE_CHECKING:
-    from .._loop import HistoryRecord
+    from .._engine._loop import HistoryRecord
 
 __all__ = [
     "MICROSECONDS",

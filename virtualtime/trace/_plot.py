@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .._errors import InvalidValueError
+from .._shared._errors import InvalidValueError
 from . import MICROSECONDS, TIMERS_ROW, Category, categories, load_trace
 
 __all__ = ["NoSuchRows", "plot_trace"]

@@ -30,7 +30,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol
 
-from ._time import NEVER
+from .._shared._time import NEVER
 
 __all__ = ["NEVER", "WAITER", "Entry", "TimerQueue", "is_dead"]
 

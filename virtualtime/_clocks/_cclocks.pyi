@@ -1,4 +1,4 @@
-# Types of the optional compiled helper (virtualtime/_cclocks.c).
+# Types of the optional compiled helper (virtualtime/_clocks/_cclocks.c).
 from collections.abc import Callable
 from typing import Any
 

@@ -1,12 +1,13 @@
 """The virtual-time asyncio event loop.
 
-This module and :mod:`virtualtime._outside` (the outside-work model it asks) are the only
+This module and :mod:`virtualtime._engine._outside` (the outside-work model it asks) are the only
 places in virtualtime that touch private parts of asyncio.  Each touch is marked
 ``# asyncio-private:`` with the reason; canary tests (``tests/test_canaries.py``, one per
 assumption) and the suite on every CPython from 3.11 to 3.15 keep them honest.
 
-The contract with :mod:`virtualtime._control` (the awaitable verbs) is :meth:`VirtualEventLoop.
-drive`; with the wall clock of ``patch_time`` (:mod:`virtualtime._patch`), the read-only
+The contract with :mod:`virtualtime._engine._control` (the awaitable verbs) is
+:meth:`VirtualEventLoop.
+drive`; with the wall clock of ``patch_time`` (:mod:`virtualtime._clocks._patch`), the read-only
 :attr:`VirtualEventLoop.ticks`.  Options come from :mod:`virtualtime._options`.
 
 How the loop decides what happens next
@@ -19,7 +20,7 @@ nothing is ready to run, chooses between three things:
 1. **Wait for the outside world, in real time.**  While *outside work* is pending -- a thread
    job, a child process something waits for, a request to a peer outside the loop that has
    not been answered, a TLS handshake, a pending real alarm (the full model, and what does
-   *not* count, is in :mod:`virtualtime._outside`) -- virtual time may not overtake it: the
+   *not* count, is in :mod:`virtualtime._engine._outside`) -- virtual time may not overtake it: the
    clock stands still, and a timer fires only once as much real time has passed as its
    virtual delay.  A real answer therefore never loses to a virtual timeout, and a peer that
    never answers still times out, after about as much real time as the timeout says.
@@ -70,8 +71,8 @@ from numbers import Real
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar, Unpack, overload
 
-from ._errors import DeadlockError, InvalidTypeError, InvalidValueError, RunawayError, UsageError
-from ._options import (
+from .._clocks._patch import TimePatch
+from .._options import (
     LoopKwargs,
     LoopOptions,
     check_option,
@@ -81,9 +82,14 @@ from ._options import (
     from_call,
     wall_epoch,
 )
-from ._outside import CountingSelector, OutsideWork
-from ._patch import TimePatch
-from ._time import (
+from .._shared._errors import (
+    DeadlockError,
+    InvalidTypeError,
+    InvalidValueError,
+    RunawayError,
+    UsageError,
+)
+from .._shared._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
     RateAnchor,
@@ -94,6 +100,7 @@ from ._time import (
     to_seconds,
     to_ticks,
 )
+from ._outside import CountingSelector, OutsideWork
 from ._timers import NEVER, WAITER, TimerQueue
 
 __all__ = [
@@ -348,7 +355,7 @@ _WAKERS: Final = (
 
 
 def _load_core() -> Any:
-    """The compiled core (``virtualtime._cwake``), set up; None for the pure-Python path.
+    """The compiled core (``virtualtime._engine._cwake``), set up; None for the pure-Python path.
 
     Absent when it was not built (no compiler at install time), ignored with
     ``VIRTUALTIME_PURE_PYTHON=1``, and refused -- silently, the pure path is always correct --
@@ -474,7 +481,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         loop before raising :class:`~virtualtime.DeadlockError`.  ``math.inf`` never declares
         a deadlock: for a server whose only hope is a client from outside, since a listening
         socket nobody is connected to does not count as something that can happen (see
-        :mod:`virtualtime._outside`).
+        :mod:`virtualtime._engine._outside`).
     ``patch_time`` (False) and ``wall_start`` (None)
         With ``patch_time=True``, while this loop runs, ``time.monotonic()``,
         ``time.perf_counter()``, ``time.time()``, ``datetime.datetime.now()`` and friends follow
@@ -663,7 +670,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """The virtual time the loop was created at."""
         return self._vt_start
 
-    # ------------------------------------------- the contract with virtualtime._control
+    # ------------------------------------------- the contract with virtualtime._engine._control
 
     @property
     def ticks(self) -> int:
@@ -1035,7 +1042,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         Another thread that just handed the loop a callback often hands it another at once
         (anyio's ``BlockingPortal`` starts a task, then cancels it), so the outside-work model
-        lets it have :data:`virtualtime._outside.POKE_GRACE` real seconds before time may jump.
+        lets it have :data:`virtualtime._engine._outside.POKE_GRACE` real seconds before time may
+        jump.
         """
         # Noted before the callback is handed over: the loop may run it, and go idle, before
         # this thread gets the CPU back.
@@ -1288,8 +1296,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Nothing is ready: wait for the outside world, move time, or report a deadlock.
 
         Returns once something may be ready (or a timer is due at the current instant).  The
-        outside-work model (:mod:`virtualtime._outside`) says how long to wait, in real time,
-        before time may move; the mode (autojump, manual, rate, drives) says where to.
+        outside-work model (:mod:`virtualtime._engine._outside`) says how long to wait, in real
+        time, before time may move; the mode (autojump, manual, rate, drives) says where to.
         """
         heap = self._vt_heap
         drives = self._vt_drives

@@ -119,11 +119,11 @@ import pytest
 if TYPE_CHECKING:
     import asyncio
 
-    from ._loop import VirtualEventLoop
-    from .trio import VirtualClock
+    from .._engine._loop import VirtualEventLoop
+    from ..trio import VirtualClock
 
-from ._errors import InvalidTypeError, InvalidValueError
-from ._options import LoopOptions, check_names, check_option
+from .._options import LoopOptions, check_names, check_option
+from .._shared._errors import InvalidTypeError, InvalidValueError
 
 __all__ = ["DEFAULT_MAX_TIME", "VirtualTime", "deadlock_report"]
 
@@ -222,7 +222,7 @@ def _check_max_time(value: object) -> float | None:
     if isinstance(value, str):
         if value.strip().lower() in _NO_MAX_TIME:
             return None
-        from ._units import parse_time
+        from .._shared._units import parse_time
 
         seconds = parse_time(value)
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -376,7 +376,7 @@ class _LoopFactory:
         self.loop_options = LoopOptions.of(dict(options))  # checked once, passed on
 
     def __call__(self) -> VirtualEventLoop:
-        from ._loop import VirtualEventLoop
+        from .._engine._loop import VirtualEventLoop
 
         return VirtualEventLoop(self.loop_options)
 
@@ -509,7 +509,7 @@ class _AnyioPlan:
                     "anyio_backend, or drop the option)",
                 )
             try:
-                from .trio import VirtualClock
+                from ..trio import VirtualClock
             except ImportError as exc:  # pragma: no cover - trio is selected, so importable
                 _fail(self.nodeid, f"virtual time on trio needs virtualtime.trio: {exc}")
             options["clock"] = VirtualClock(LoopOptions.of(given, backend="trio"))
@@ -694,7 +694,7 @@ async def _trio_guarded(call: Callable[[], Awaitable[Any]]) -> Any:
     """Await ``call()`` so that a deadlock under a VirtualClock raises DeadlockError."""
     import trio.lowlevel
 
-    from . import trio as virtual_trio
+    from .. import trio as virtual_trio
 
     clock = trio.lowlevel.current_clock()
     if not isinstance(clock, virtual_trio.VirtualClock) or virtual_trio.RunGuard.active(clock):
@@ -745,7 +745,7 @@ class _Watch:
         return int(self.clock.jumps if self.trio else self.clock.timers_fired) - self.counted
 
     def facts(self) -> str:
-        from ._units import format_duration
+        from .._shared._units import format_duration
 
         now = self.now() if self.reached is None else self.reached
         count = self.count()
@@ -768,7 +768,7 @@ class _Watch:
 
     def failure(self) -> BaseException:
         assert self.max_time is not None
-        from ._units import format_duration
+        from .._shared._units import format_duration
 
         return pytest.fail.Exception(
             f"{_EXPIRED}={format_duration(self.max_time)} and was stopped: {self.facts()}.  "
@@ -786,7 +786,7 @@ class _Watch:
         """Await ``call()`` inside the test's task, with the horizon armed."""
         import asyncio
 
-        from ._loop import VirtualEventLoop
+        from .._engine._loop import VirtualEventLoop
 
         try:
             loop = asyncio.get_running_loop()
@@ -961,9 +961,9 @@ _HARNESS: Final = (
     "/anyio/_backends/",
     "/anyio/pytest_plugin.py",
     "/pytest_asyncio/",
-    "/virtualtime/pytest_plugin.py",
-    "/virtualtime/trio.py",
-    "/virtualtime/_loop.py",
+    "/virtualtime/pytest_plugin/__init__.py",
+    "/virtualtime/trio/__init__.py",
+    "/virtualtime/_engine/_loop.py",
     "/_pytest/",
     "/pluggy/",
 )
@@ -992,7 +992,7 @@ def _settings_or_none(item: pytest.Item) -> bool:
 
 def _deadlock_of(error: BaseException) -> Any:
     """The DeadlockError ``error`` is, or the only one an exception group holds."""
-    from ._errors import DeadlockError
+    from .._shared._errors import DeadlockError
 
     if isinstance(error, DeadlockError):
         return error
@@ -1053,8 +1053,8 @@ def _running_backend(what: str) -> Literal["asyncio", "trio"]:
     """Which virtual clock runs the current task; a VirtualTimeError if none does."""
     import asyncio
 
-    from ._errors import UsageError
-    from ._loop import VirtualEventLoop
+    from .._engine._loop import VirtualEventLoop
+    from .._shared._errors import UsageError
 
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -1145,8 +1145,8 @@ class VirtualTime:
     @property
     def loop(self) -> VirtualEventLoop:
         """The running :class:`~virtualtime.VirtualEventLoop` (asyncio only)."""
-        from ._errors import UsageError
-        from ._loop import running_virtual_loop
+        from .._engine._loop import running_virtual_loop
+        from .._shared._errors import UsageError
 
         if _running_backend("virtual_time.loop") != "asyncio":
             raise UsageError("virtual_time.loop exists on asyncio only; on trio use .clock")
@@ -1155,7 +1155,7 @@ class VirtualTime:
     @property
     def clock(self) -> VirtualClock:
         """The running :class:`virtualtime.trio.VirtualClock` (trio only)."""
-        from ._errors import UsageError
+        from .._shared._errors import UsageError
 
         if _running_backend("virtual_time.clock") != "trio":
             raise UsageError("virtual_time.clock exists on trio only; on asyncio use .loop")
@@ -1164,64 +1164,64 @@ class VirtualTime:
         clock: VirtualClock = trio.lowlevel.current_clock()  # type: ignore[assignment]
         return clock
 
-    # The verbs are virtualtime's own backend-neutral ones (virtualtime._control); checking the
-    # backend first gives the fixture's own message when the running clock is not virtual.
+    # The verbs are virtualtime's own backend-neutral ones (virtualtime._engine._control); checking
+    # the backend first gives the fixture's own message when the running clock is not virtual.
 
     def now(self) -> float:
         """The virtual time now, in seconds."""
         _require_virtual("virtual_time.now()")
-        from ._control import now
+        from .._engine._control import now
 
         return now()
 
     def peek(self) -> float:
         """Virtual time of the next pending timer or deadline, or ``math.inf``."""
         _require_virtual("virtual_time.peek()")
-        from ._control import peek
+        from .._engine._control import peek
 
         return peek()
 
     async def settle(self) -> float:
         """Run everything that is ready without moving time; return the time."""
         _require_virtual("virtual_time.settle()")
-        from ._control import settle
+        from .._engine._control import settle
 
         return await settle()
 
     async def step(self) -> float | None:
         """Fire the next timer instant and let it settle; None if nothing is scheduled."""
         _require_virtual("virtual_time.step()")
-        from ._control import step
+        from .._engine._control import step
 
         return await step()
 
     async def evolve(self, dt: float) -> float:
         """Fire every timer due in ``[now, now + dt]`` at its own instant; return ``now + dt``."""
-        from ._time import check_delay
+        from .._shared._time import check_delay
 
         dt = check_delay("dt", dt)
         _require_virtual("virtual_time.evolve()")
-        from ._control import evolve
+        from .._engine._control import evolve
 
         return await evolve(dt)
 
     async def run_until(self, t: float) -> float:
         """:meth:`evolve` up to the absolute virtual time ``t`` (not in the past)."""
-        from ._time import check_finite
+        from .._shared._time import check_finite
 
         t = check_finite("t", t)
         _require_virtual("virtual_time.run_until()")
-        from ._control import run_until
+        from .._engine._control import run_until
 
         return await run_until(t)
 
     async def fast_forward(self, dt: float) -> float:
         """Leap ``dt`` at once; timers the leap made overdue then fire, seeing the new time."""
-        from ._time import check_delay
+        from .._shared._time import check_delay
 
         dt = check_delay("dt", dt)
         _require_virtual("virtual_time.fast_forward()")
-        from ._control import fast_forward
+        from .._engine._control import fast_forward
 
         return await fast_forward(dt)
 

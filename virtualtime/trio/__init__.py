@@ -55,8 +55,8 @@ see, such as a socket pair handed to a plain thread.
 
 Exact time
 ----------
-Time is kept as integer nanoseconds (:mod:`virtualtime._time`), so ten ``trio.sleep(0.1)`` end
-at exactly ``1.0`` (MockClock: ``0.9999999999999999``).  trio, though, hands the clock
+Time is kept as integer nanoseconds (:mod:`virtualtime._shared._time`), so ten ``trio.sleep(0.1)``
+end at exactly ``1.0`` (MockClock: ``0.9999999999999999``).  trio, though, hands the clock
 absolute float deadlines computed as ``now + delay``, and such a sum can land a few ulps above
 the instant it means (``0.2 + 0.1`` is ``0.30000000000000004``).  The clock recovers the delay
 as ``deadline - now``, rounds it to the nearest tick and carries the remainder to the next
@@ -110,7 +110,8 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from . import _errors, _options, _time
+from .. import _options
+from .._shared import _errors, _time
 
 # No ``from x import y`` above: this module's public namespace is exactly ``__all__``.
 
@@ -184,7 +185,9 @@ _FD_OUTSIDE: typing.Final = 1  # a child process, a pipe or socket to another pr
 _FD_PEER: typing.Final = 2  # a TCP connection: outside work unless its peer is ours
 
 _LIBRARY_DIRS: typing.Final = tuple(
-    os.path.dirname(path) + os.sep for path in (trio.__file__, __file__) if path is not None
+    os.path.dirname(path) + os.sep
+    for path in (trio.__file__, os.path.dirname(__file__))
+    if path is not None
 )
 """Frames from these packages are trio's (or our) insides, trimmed from deadlock reports."""
 
@@ -325,7 +328,7 @@ class VirtualClock(trio.abc.Clock):
         deadlock_timeout = checked.deadlock_timeout
         patch: typing.Any = None
         if checked.patch_time or checked.wall_start is not None:
-            from ._patch import TrioClockPatch
+            from .._clocks._patch import TrioClockPatch
 
             wall = _options.wall_epoch(checked)
             patch = (
@@ -1228,8 +1231,8 @@ def run(
 # ------------------------------------------------------------------ driving verbs
 #
 # The trio halves of virtualtime.settle/step/evolve/run_until/fast_forward/now/peek: the
-# backend-neutral functions in virtualtime._control call these when the running trio clock is
-# a VirtualClock.  They only use what any task may: sleeping, waiting for the run to be idle,
+# backend-neutral functions in virtualtime._engine._control call these when the running trio clock
+# is a VirtualClock.  They only use what any task may: sleeping, waiting for the run to be idle,
 # and the clock's own jump().
 
 

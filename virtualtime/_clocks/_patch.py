@@ -7,7 +7,7 @@ argument, APScheduler stores ``functools.partial(datetime.now, UTC)`` as attrs d
 pyrate-limiter does ``from time import monotonic_ns``.  Under virtual time their sleeps are
 instant while their stopwatch is real.  ``patch_time=True`` makes those clocks follow the loop
 (or the trio clock).  This module decides what they read, where, and for whom; how the C
-objects are redirected is :mod:`virtualtime._hook`.
+objects are redirected is :mod:`virtualtime._clocks._hook`.
 
 What is reached, and how
 ------------------------
@@ -15,7 +15,7 @@ Every reference to the clock objects, however it was obtained -- module attribut
 time import monotonic``, a default argument, an attribute of an object made before the run,
 ``from datetime import datetime`` and ``datetime.now()`` on that name, a bound
 ``datetime.now`` stored before the run -- because the C objects themselves are redirected
-(see :mod:`virtualtime._hook`); no module attribute is replaced and no module is scanned, so
+(see :mod:`virtualtime._clocks._hook`); no module attribute is replaced and no module is scanned, so
 the result does not depend on import order.  Reached: ``time.monotonic``, ``perf_counter``,
 ``time`` and their ``_ns`` forms; ``clock_gettime``/``clock_gettime_ns`` for
 ``CLOCK_MONOTONIC`` and ``CLOCK_REALTIME``; ``localtime``, ``gmtime``, ``ctime``,
@@ -70,7 +70,7 @@ only after new imports, to find bound ``datetime.now`` methods stored before the
 
 A redirected clock checks its thread with one dict lookup and, on a patched thread, the
 caller's module with one frame lookup, cached per module name.  With the optional compiled
-helper (``virtualtime._cclocks``, built by ``pip install`` when a C compiler is present) the
+helper (``virtualtime._clocks._cclocks``, built by ``pip install`` when a C compiler is present) the
 clocks programs call in loops -- ``monotonic``, ``perf_counter``, ``time`` and their ``_ns``
 forms, ``datetime.now(UTC)`` -- do all of it in C and add tens of nanoseconds per call; the
 pure-Python replacements add a few hundred (``datetime.now()`` at a new instant about as much
@@ -96,12 +96,12 @@ from numbers import Real
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from .._shared._errors import InvalidTypeError, InvalidValueError, UnsupportedError
+from .._shared._time import TICKS_PER_SECOND, check_finite, to_ticks
 from . import _hook
-from ._errors import InvalidTypeError, InvalidValueError, UnsupportedError
-from ._time import TICKS_PER_SECOND, check_finite, to_ticks
 
 if TYPE_CHECKING:  # the loop module imports this one: for annotations only, never at run time
-    from ._loop import VirtualEventLoop
+    from .._engine._loop import VirtualEventLoop
 
 __all__ = [
     "COMPILED",
@@ -165,7 +165,7 @@ _real_datetime_now: Final = _REAL_NOW.__get__(None, _REAL_DATETIME)
 
 # The optional compiled helper (setup.py builds it when it can): the hot path of the redirected
 # clocks and the entry points for datetime's class methods.  Without it, or with
-# VIRTUALTIME_PURE_PYTHON=1, the pure-Python path (see virtualtime._hook) is used.
+# VIRTUALTIME_PURE_PYTHON=1, the pure-Python path (see virtualtime._clocks._hook) is used.
 _cclocks: types.ModuleType | None = None
 if not os.environ.get("VIRTUALTIME_PURE_PYTHON"):
     try:

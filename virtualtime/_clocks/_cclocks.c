@@ -1,15 +1,15 @@
 /* Optional compiled helper for patch_time: the redirected clocks' hot path, in C.
 
-   What it is for.  patch_time redirects the C clock objects in place (virtualtime._hook), so
+   What it is for.  patch_time redirects the C clock objects in place (virtualtime._clocks._hook), so
    every reference to them -- module attribute, `from time import monotonic`, a default
    argument, a bound `datetime.now` stored before the run -- calls virtualtime's replacement.
-   The pure-Python replacements (virtualtime._patch) cost a few Python calls each: the thread
+   The pure-Python replacements (virtualtime._clocks._patch) cost a few Python calls each: the thread
    lookup, the caller-module check, reading the clock.  This module does the same three steps
    in C for the clocks programs call in loops (monotonic, perf_counter, time and their _ns
    forms; datetime.now(UTC)), and gives datetime's class methods the C entry points that no
    public call helper can provide (their C function receives the class as first argument).
 
-   The rule it implements is virtualtime._patch's, unchanged:
+   The rule it implements is virtualtime._clocks._patch's, unchanged:
      1. the calling thread's patch: routes[thread ident], or none -> the real clock;
      2. the caller's module (the globals of the innermost Python frame, i.e. the code that
         called the clock): verdicts[__name__] true -> the real clock (the stdlib's own real
@@ -51,7 +51,7 @@ static int
 configured(void)
 {
     if (routes == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "virtualtime._cclocks: configure() not called");
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._clocks._cclocks: configure() not called");
         return 0;
     }
     return 1;
@@ -310,7 +310,7 @@ utc_datetime(PyObject *wall)
 static PyObject *
 not_set(void)
 {
-    PyErr_SetString(PyExc_RuntimeError, "virtualtime._cclocks: targets not set");
+    PyErr_SetString(PyExc_RuntimeError, "virtualtime._clocks._cclocks: targets not set");
     return NULL;
 }
 
@@ -436,7 +436,7 @@ addresses(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(routes, verdicts, classify, utc, reals, now, utcnow, today): the routing "
-     "state shared with virtualtime._patch and the Python replacements for other cases."},
+     "state shared with virtualtime._clocks._patch and the Python replacements for other cases."},
     {"addresses", addresses, METH_NOARGS,
      "addresses() -> {name: address of the C trampoline for that class method}."},
     {"monotonic", c_monotonic, METH_NOARGS, "time.monotonic while patched."},
@@ -449,8 +449,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "virtualtime._cclocks",
-    "The redirected clocks' hot path in C (optional; see virtualtime._patch).", -1, methods,
+    PyModuleDef_HEAD_INIT, "virtualtime._clocks._cclocks",
+    "The redirected clocks' hot path in C (optional; see virtualtime._clocks._patch).", -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar, Unpack
 
-from ._errors import UsageError
+from .._options import LoopKwargs, LoopOptions
+from .._shared._errors import UsageError
 from ._loop import VirtualEventLoop
-from ._options import LoopKwargs, LoopOptions
 
 __all__ = ["new_event_loop", "run"]
 

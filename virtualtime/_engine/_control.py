@@ -38,12 +38,12 @@ import sys
 import typing
 from typing import TYPE_CHECKING, Final
 
-from ._errors import InvalidTypeError, UsageError
+from .._clocks._patch import wall_datetime
+from .._shared._errors import InvalidTypeError, UsageError
+from .._shared._time import TICKS_PER_SECOND as _TICKS_PER_SECOND
+from .._shared._time import check_delay, check_finite, to_ticks
 from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
 from ._loop import core_push_after as _push_after
-from ._patch import wall_datetime
-from ._time import TICKS_PER_SECOND as _TICKS_PER_SECOND
-from ._time import check_delay, check_finite, to_ticks
 
 _get_running_loop: Final = asyncio.get_running_loop
 _current_task: Final = asyncio.current_task
@@ -53,7 +53,7 @@ _FAR: Final = 1e18
 """Longest delay (seconds) :func:`sleep` schedules inline (as the loop's ``call_later``)."""
 
 if TYPE_CHECKING:
-    from .trio import VirtualClock
+    from ..trio import VirtualClock
 
 __all__ = [
     "evolve",

@@ -77,7 +77,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
-from ._time import TICKS_PER_SECOND
+from .._shared._time import TICKS_PER_SECOND
 
 __all__ = ["GRACE", "POKE_GRACE", "CountingSelector", "OutsideWork", "completed_by", "wrapped_into"]
 

@@ -28,8 +28,8 @@ import sys
 import warnings
 from typing import Any, Unpack
 
+from .._options import LoopKwargs, LoopOptions
 from ._loop import VirtualEventLoop
-from ._options import LoopKwargs, LoopOptions
 
 __all__ = ["EventLoopPolicy"]
 

@@ -23,8 +23,8 @@ compiler:
   never written, so a sub-interpreter's ``time`` module, which shares it, is unaffected.
 * ``datetime.datetime.now``, ``utcnow`` and ``datetime.date.today`` are class methods: their C
   function receives the *class* as its first argument, and no public C helper turns that into
-  a call of Python code.  With the optional compiled helper (``virtualtime._cclocks``) their C
-  definitions are pointed at its trampolines (:meth:`Redirections.redirect_definition`), and
+  a call of Python code.  With the optional compiled helper (``virtualtime._clocks._cclocks``) their
+  C definitions are pointed at its trampolines (:meth:`Redirections.redirect_definition`), and
   every lookup and every bound method, made at any time, follows.  Without it, the class's
   own namespace gets a Python ``classmethod`` in their place (then ``PyType_Modified``, so
   CPython's attribute caches see it) -- that reaches every lookup, through any name, and
@@ -46,7 +46,7 @@ import types
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._errors import InvalidTypeError, UnsupportedError
+from .._shared._errors import InvalidTypeError, UnsupportedError
 
 __all__ = ["Redirections", "real_copy"]
 
@@ -214,8 +214,8 @@ class Redirections:
     def redirect_definition(self, cls: type, name: str, address: int) -> None:
         """Point the C definition of the builtin class method ``cls.name`` at ``address``.
 
-        Only with the compiled trampolines of ``virtualtime._cclocks``, whose signatures match.
-        Every lookup of the method and every bound method, made at any time, follows.
+        Only with the compiled trampolines of ``virtualtime._clocks._cclocks``, whose signatures
+        match. Every lookup of the method and every bound method, made at any time, follows.
         """
         definition = _class_method_definition(cls, name)
         self._undo.append(("definition", definition, None, definition.ml_meth))

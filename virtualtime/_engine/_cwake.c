@@ -1,8 +1,8 @@
 /* Optional compiled core of the virtual loop: the timer heap's push and pop, the firing of due
    timers, the lean call_soon and the run of the ready queue.
 
-   Each function here does exactly what a piece of pure Python in virtualtime/_loop.py and
-   virtualtime/_control.py does (that code is the reference, and the fallback: it runs when this
+   Each function here does exactly what a piece of pure Python in virtualtime/_engine/_loop.py and
+   virtualtime/_engine/_control.py does (that code is the reference, and the fallback: it runs when this
    module was not built, or with VIRTUALTIME_PURE_PYTHON=1).  What C saves is the interpreter:
    a wake-up on the pure path runs about a hundred bytecodes in five Python frames besides the
    user's own; here the loop's share is a few C calls.
@@ -22,7 +22,7 @@
 /* Set by setup(). */
 static PyTypeObject *waiter_type = NULL;  /* asyncio.Future (the C one) */
 static PyTypeObject *timer_type = NULL;   /* asyncio.TimerHandle */
-static PyTypeObject *soon_type = NULL;    /* virtualtime._loop._Soon */
+static PyTypeObject *soon_type = NULL;    /* virtualtime._engine._loop._Soon */
 static PyObject *waker_a = NULL;          /* the two timer callbacks that only resolve a future */
 static PyObject *waker_b = NULL;
 static PyObject *invalid_state = NULL;    /* asyncio.InvalidStateError */
@@ -45,14 +45,14 @@ slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out)
         return -1;
     }
     if (!Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "virtualtime._cwake: %s.%s is not a slot", type->tp_name,
+        PyErr_Format(PyExc_TypeError, "virtualtime._engine._cwake: %s.%s is not a slot", type->tp_name,
                      name);
         Py_DECREF(descr);
         return -1;
     }
     PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
     if (member->type != T_OBJECT_EX) {
-        PyErr_Format(PyExc_TypeError, "virtualtime._cwake: %s.%s is not an object slot",
+        PyErr_Format(PyExc_TypeError, "virtualtime._engine._cwake: %s.%s is not an object slot",
                      type->tp_name, name);
         Py_DECREF(descr);
         return -1;
@@ -72,7 +72,7 @@ setup(PyObject *module, PyObject *args)
         return NULL;
     }
     if (!PyType_IsSubtype((PyTypeObject *)s, ((PyTypeObject *)t)->tp_base)) {
-        PyErr_SetString(PyExc_TypeError, "virtualtime._cwake: the lean handle is not a Handle");
+        PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the lean handle is not a Handle");
         return NULL;
     }
     PyTypeObject *timer = (PyTypeObject *)t;
@@ -92,7 +92,7 @@ setup(PyObject *module, PyObject *args)
         return NULL;
     }
     if (soon_callback != off_callback) {
-        PyErr_SetString(PyExc_TypeError, "virtualtime._cwake: the lean handle's layout differs");
+        PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the lean handle's layout differs");
         return NULL;
     }
     Py_XSETREF(waiter_type, (PyTypeObject *)Py_NewRef(w));
@@ -333,7 +333,7 @@ fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (waiter_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "virtualtime._cwake: setup() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
         return NULL;
     }
     PyObject *heap = args[0];
@@ -448,7 +448,7 @@ error:
 
 /* --------------------------------------------------------------------------- ready */
 
-/* A new lean handle (virtualtime._loop._Soon) without running its __init__: the same fields
+/* A new lean handle (virtualtime._engine._loop._Soon) without running its __init__: the same fields
    _Soon.__init__ sets. */
 static PyObject *
 new_soon(PyObject *callback, PyObject *cargs, PyObject *loop, PyObject *context)
@@ -557,7 +557,7 @@ soon_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (soon_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "virtualtime._cwake: setup() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
         return NULL;
     }
     SoonCaller *self = (SoonCaller *)type->tp_alloc(type, 0);
@@ -603,10 +603,10 @@ static PyMemberDef soon_members[] = {
 };
 
 static PyTypeObject SoonCaller_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._cwake.SoonCaller",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.SoonCaller",
     .tp_basicsize = sizeof(SoonCaller),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The virtual loop's call_soon, compiled (see virtualtime._loop).",
+    .tp_doc = "The virtual loop's call_soon, compiled (see virtualtime._engine._loop).",
     .tp_new = soon_new,
     .tp_traverse = (traverseproc)soon_traverse,
     .tp_clear = (inquiry)soon_clear,
@@ -630,7 +630,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (soon_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "virtualtime._cwake: setup() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
         return NULL;
     }
     PyObject *popleft = args[0];
@@ -677,7 +677,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *callback = SLOT(handle, off_callback);
         PyObject *cargs = SLOT(handle, off_args);
         if (context == NULL || callback == NULL || cargs == NULL || !PyTuple_Check(cargs)) {
-            PyErr_SetString(PyExc_RuntimeError, "virtualtime._cwake: a broken lean handle");
+            PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: a broken lean handle");
             Py_DECREF(handle);
             return NULL;
         }
@@ -736,8 +736,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "virtualtime._cwake",
-    "Optional compiled core of the virtual loop (see virtualtime._loop).", -1, methods,
+    PyModuleDef_HEAD_INIT, "virtualtime._engine._cwake",
+    "Optional compiled core of the virtual loop (see virtualtime._engine._loop).", -1, methods,
 };
 
 PyMODINIT_FUNC

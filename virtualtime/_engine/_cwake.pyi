@@ -1,4 +1,5 @@
-# The optional compiled core of the virtual loop (virtualtime/_cwake.c); see virtualtime._loop.
+# The optional compiled core of the virtual loop (virtualtime/_engine/_cwake.c); see
+# virtualtime._engine._loop.
 from collections.abc import Callable
 from typing import Any
 
