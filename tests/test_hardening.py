@@ -602,3 +602,18 @@ def test_ctrl_c_during_a_busy_run_is_always_keyboard_interrupt_and_status_130(
     assert outcomes == {"KeyboardInterrupt": rounds}
     assert child.returncode == 130, err
     assert b"virtualtime: interrupted at virtual time" in err
+
+
+def test_a_deadlock_report_lists_the_blocked_tasks_in_a_stable_order() -> None:
+    async def main() -> None:
+        never = asyncio.Event()
+        for name in ("worker-10", "worker-2", "alpha", "worker-1"):
+            asyncio.get_running_loop().create_task(never.wait(), name=name)
+        await never.wait()
+
+    with pytest.raises(virtualtime.DeadlockError) as caught:
+        virtualtime.run(main(), deadlock_timeout=0)
+    names = [name for name, _ in caught.value.blocked]
+    main_task = next(name for name in names if name.startswith("Task-"))
+    # By name, a trailing number read as a number (set order would differ from run to run).
+    assert names == [main_task, "alpha", "worker-1", "worker-2", "worker-10"]

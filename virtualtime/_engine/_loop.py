@@ -428,6 +428,15 @@ def _describe_task(task: asyncio.Task[Any]) -> tuple[str, str]:
     return task.get_name(), where
 
 
+def _report_order(entry: tuple[str, str]) -> tuple[str, int, str]:
+    """Tasks by name, numbers as numbers (``Task-2`` before ``Task-10``), then by place."""
+    name, where = entry
+    stem, _, number = name.rpartition("-")
+    if stem and number.isdigit():
+        return stem, int(number), where
+    return name, -1, where
+
+
 class _Drive:
     """Somebody waiting for the loop to be idle at a target instant (the heap key)."""
 
@@ -1386,7 +1395,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         raise self._vt_deadlock_error()
 
     def _vt_deadlock_error(self) -> DeadlockError:
-        blocked = tuple(_describe_task(task) for task in asyncio.all_tasks(self) if not task.done())
+        # all_tasks() is a set: sorted, so the same program gives the same report every run.
+        blocked = tuple(
+            sorted(
+                (_describe_task(task) for task in asyncio.all_tasks(self) if not task.done()),
+                key=_report_order,
+            )
+        )
         live = self._vt_timers.live()
         finite = [entry for entry in live if entry[0] < _NEVER]
         if finite and not self._vt_autojump:
