@@ -475,32 +475,34 @@ def wall_datetime(wall_start: float, elapsed_ticks: int) -> _dt.datetime:
 # the C clocks' arguments (see _hook).
 
 
-def _monotonic() -> float:
-    patch = _route(_ident())
-    if patch is None or _caller_keeps_real_time():
-        return _real_monotonic()
-    return patch.seconds()  # type: ignore[no-any-return]
+def _seconds_clock(real: Callable[[], float]) -> Callable[[], float]:
+    """``monotonic``/``perf_counter``: the loop's time() on a patched thread."""
+
+    def clock() -> float:
+        patch = _route(_ident())
+        if patch is None or _caller_keeps_real_time():
+            return real()
+        return patch.seconds()  # type: ignore[no-any-return]
+
+    return clock
 
 
-def _monotonic_ns() -> int:
-    patch = _route(_ident())
-    if patch is None or _caller_keeps_real_time():
-        return _real_monotonic_ns()
-    return patch.ticks()
+def _ticks_clock(real: Callable[[], int]) -> Callable[[], int]:
+    """``monotonic_ns``/``perf_counter_ns``: the loop's integer nanoseconds."""
+
+    def clock() -> int:
+        patch = _route(_ident())
+        if patch is None or _caller_keeps_real_time():
+            return real()
+        return patch.ticks()
+
+    return clock
 
 
-def _perf_counter() -> float:
-    patch = _route(_ident())
-    if patch is None or _caller_keeps_real_time():
-        return _real_perf_counter()
-    return patch.seconds()  # type: ignore[no-any-return]
-
-
-def _perf_counter_ns() -> int:
-    patch = _route(_ident())
-    if patch is None or _caller_keeps_real_time():
-        return _real_perf_counter_ns()
-    return patch.ticks()
+_monotonic: Final = _seconds_clock(_real_monotonic)
+_perf_counter: Final = _seconds_clock(_real_perf_counter)
+_monotonic_ns: Final = _ticks_clock(_real_monotonic_ns)
+_perf_counter_ns: Final = _ticks_clock(_real_perf_counter_ns)
 
 
 def _time_now() -> float:
