@@ -113,7 +113,10 @@ def _worker_threads() -> tuple[threading.Thread, ...]:
     a function named ``_worker``: ``concurrent.futures.thread`` and the pools built on it).
     Canary tests pin both.
     """
-    threads = tuple(_thread_table.values())
+    try:
+        threads = tuple(_thread_table.values())
+    except RuntimeError:  # changed while read (possible only without a GIL): the safe way
+        threads = tuple(threading.enumerate())
     seen, workers = _worker_cache
     if threads != seen:
         anyio_loaded = _ANYIO_ASYNCIO in _modules
