@@ -345,6 +345,9 @@ class OutsideWork:
             # full model.  A canary test pins the attribute.
             and not self.children.data  # type: ignore[attr-defined]
             and (_thread_table_size() == 1 or not self._foreign_workers())
+            # Another thread spoke to the loop (call_soon_threadsafe) and may speak again:
+            # the general path keeps time still for POKE_GRACE (see poked()).
+            and self._poked < 0
         )
 
     def _foreign_workers(self) -> bool:
