@@ -60,7 +60,6 @@ MODULES: dict[str, str] = {
     "virtualtime": "api",
     "virtualtime._anyio": "api",
     "virtualtime.__main__": "cli",
-    "virtualtime._cli": "cli",  # until the command line is the virtualtime/cli/ package
     "virtualtime._version": "shared",
     "virtualtime._shared._time": "shared",
     "virtualtime._shared._units": "shared",
