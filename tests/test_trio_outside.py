@@ -258,9 +258,9 @@ def test_tls_handshakes_with_a_server_thread_never_time_out() -> None:
 
 async def _children() -> tuple[int, bytes, float]:
     script = "import time; time.sleep(0.05); print('done')"  # real-time: a child's real work
+    nap = "import time; time.sleep(0.05)"  # real-time: the child's own work, 50 ms
     with trio.fail_after(5):
-        # real-time: the child's own work, 50 ms
-        finished = await trio.run_process([sys.executable, "-c", "import time; time.sleep(0.05)"])
+        finished = await trio.run_process([sys.executable, "-c", nap])
     process = await trio.lowlevel.open_process(
         [sys.executable, "-c", script], stdout=subprocess.PIPE
     )
