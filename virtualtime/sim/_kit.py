@@ -59,9 +59,12 @@ import sniffio
 
 from .._shared._errors import DeadlockError, UsageError, VirtualTimeError
 from .._shared._time import check_delay, to_seconds, to_ticks
+from ._fast import clock_of as _clock_of
 from ._fast import jump_by as _jump_by
+from ._fast import native_loop as _native_loop
 from ._fast import set_result as _set_result
 from ._fast import trio_module
+from ._fast import wake_after as _wake_after
 from ._stats import Tally, TimeSeries
 
 __all__ = [
@@ -292,6 +295,7 @@ class Simulation:
         self._order = order
         self._simpy = order == "simpy"
         self._fast = False
+        self._native = False  # the virtual loop's native waits (sim/_fast.py)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: Any = None
         self._clock: Callable[[], float] = _no_clock
@@ -334,7 +338,8 @@ class Simulation:
         if library == "asyncio":
             self._loop = loop = asyncio.get_running_loop()
             self._fast = True
-            self._clock = loop.time
+            self._native = _native_loop(loop)
+            self._clock = _clock_of(loop)
         else:
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
@@ -764,36 +769,63 @@ class _Sleep(_Abandonable):
     def __init__(self, delay: float) -> None:
         self._delay = delay
         self._handle: asyncio.TimerHandle | None = None
-        self._waiter: Waiter | None = None
+        self._waiter: Any = None
 
     def _abandon(self) -> None:
         handle = self._handle
         if handle is not None:
             handle.cancel()
             self._handle = None
+            return
+        future = self._waiter
+        if future is not None:
+            self._waiter = None
+            _drop_native(future)
 
     def _begin(self) -> Waiter:
         env = _current("sim.sleep()")
         loop = env._loop
         assert loop is not None
         future = loop.create_future()
-        self._handle = loop.call_later(self._delay, _set_result, future, None)
+        if env._native:
+            _wake_after(loop, self._delay, future)
+            self._waiter = future
+        else:
+            self._handle = loop.call_later(self._delay, _set_result, future, None)
         return future
 
     def __await__(self) -> Generator[Any, None, None]:
-        env = _current("sim.sleep()")
+        env = _SIM.get(None)
+        if env is None:
+            env = _current("sim.sleep()")
         if not env._fast:
             yield from _sleep_anyio(env, self._delay).__await__()
             return
-        loop = env._loop
+        loop: Any = env._loop
         proc = _PROC.get()
         if proc is not None and proc._pending:
             raise proc._pending.pop(0)
-        if _jump_by(loop, self._delay, None if proc is None else proc._task):
+        delay = self._delay
+        if _jump_by(loop, delay, None if proc is None else proc._task):
             return  # nothing else could run before the sleep ends: no loop round needed
-        assert loop is not None
         future = loop.create_future()
-        handle = loop.call_later(self._delay, _set_result, future, None)
+        if env._native:
+            # The loop's native wait: the future itself sits in the timer heap (no handle).
+            _wake_after(loop, delay, future)
+            if proc is not None:
+                proc._target = future
+            try:
+                yield from future  # the loop gives it a result; an interrupt an exception
+                while env._unstarted:
+                    yield  # SimPy's order: processes started at this instant run first
+            except BaseException:
+                _drop_native(future)
+                raise
+            finally:
+                if proc is not None:
+                    proc._target = None
+            return
+        handle = loop.call_later(delay, _set_result, future, None)
         if proc is not None:
             proc._target = future
         try:
@@ -809,6 +841,17 @@ class _Sleep(_Abandonable):
 
     def __repr__(self) -> str:
         return f"<sim.sleep({self._delay!r})>"
+
+
+def _drop_native(future: asyncio.Future[Any]) -> None:
+    """A native wait (:func:`~._fast.wake_after`) given up: if the loop did not resolve it
+    itself, make it done and tell the loop its heap entry is dead."""
+    if future.done():
+        if not future.cancelled() and future.exception() is None:
+            return  # the loop resolved it: its entry is gone already
+    else:
+        future.cancel()
+    future.get_loop()._vt_wake_dropped()  # type: ignore[attr-defined]
 
 
 async def _sleep_anyio(env: Simulation, delay: float) -> None:
@@ -1056,10 +1099,32 @@ class Request(_Op):
         return _NO_WAIT
 
     def __await__(self) -> Generator[Any, None, Request]:
-        if self._state == _DONE and self._waiter is None and not self._env._simpy:
-            # Granted when made (the common case): _Op.__await__'s fast path, inlined.
-            proc = _PROC.get()
-            if proc is None or not proc._pending:
+        env = self._env
+        if self._waiter is None and not env._simpy:
+            state = self._state
+            if state == _DONE:
+                # Granted when made (the common case): _Op.__await__'s fast path, inlined.
+                proc = _PROC.get()
+                if proc is None or not proc._pending:
+                    return self
+            elif state == _PENDING and env._fast:
+                # Queued: _Op.__await__ and _wait, inlined (one generator, not three).
+                proc = _PROC.get()
+                if proc is not None and proc._pending:
+                    self.release()
+                    raise proc._pending.pop(0)
+                loop: Any = env._loop
+                waiter = self._waiter = loop.create_future()
+                if proc is not None:
+                    proc._target = waiter
+                try:
+                    yield from waiter
+                except BaseException:
+                    self.release()
+                    raise
+                finally:
+                    if proc is not None:
+                        proc._target = None
                 return self
         yield from _Op.__await__(self)
         return self
@@ -1224,7 +1289,7 @@ class Resource:
                 queue.append(req)
             stats = self._stats
             assert stats is not None
-            stats.queue_length._record_at(req._time, len(queue))
+            _record(stats.queue_length, req._time, len(queue))
         return req
 
     def _preempt(self, req: Request) -> bool:
@@ -1250,9 +1315,15 @@ class Resource:
         req.usage_since = now
         users = self._users
         users.append(req)
-        stats.users._record_at(now, len(users))
-        stats.waits.add(now, now - req._time)
-        req._complete(req)
+        _record(stats.users, now, len(users))
+        waits = stats.waits
+        waits._times.append(now)  # Tally.add, inlined
+        waits._values.append(now - req._time)
+        req._state = _DONE  # _Op._complete, inlined
+        req._value = req
+        waiter = req._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(req)
 
     def _release(self, req: Request) -> None:
         req._state = _OVER
@@ -1260,9 +1331,13 @@ class Resource:
         users.remove(req)
         stats = self._stats
         assert stats is not None
-        stats.users._record_at(req._env._clock(), len(users))
+        env = req._env
+        _record(stats.users, env._clock(), len(users))
         if self._queue:
-            req._env._soon(self._dispatch)
+            if env._simpy:
+                env._soon(self._dispatch)
+            else:
+                self._dispatch()
 
     def _withdraw(self, req: Request) -> None:
         req._state = _OVER
@@ -1289,7 +1364,7 @@ class Resource:
         while queue and len(users) < capacity:
             req = queue.pop(0) if self._prioritised else queue.popleft()
             self._grant(req, now)
-        stats.queue_length._record_at(now, len(queue))
+        _record(stats.queue_length, now, len(queue))
 
     def __repr__(self) -> str:
         label = f" {self.name}" if self.name else ""
@@ -1297,6 +1372,16 @@ class Resource:
             f"<{type(self).__name__}{label} capacity={self._capacity!r} count={len(self._users)} "
             f"queue={len(self._queue)}>"
         )
+
+
+def _record(series: TimeSeries, now: float, value: float) -> None:
+    """``series._record_at(now, value)`` (a level holds from ``now``), for the hot paths."""
+    times = series._times
+    if times[-1] == now:
+        series._values[-1] = value
+    elif series._values[-1] != value:
+        times.append(now)
+        series._values.append(value)
 
 
 def _request_key(req: Request) -> tuple[int, int]:
