@@ -42,6 +42,7 @@ __all__ = [
     "jump_by",
     "jump_to",
     "native_loop",
+    "push_after",
     "set_result",
     "trio_module",
     "wake_after",
@@ -62,7 +63,9 @@ except ImportError:  # pragma: no cover - the loop module was reorganised
     _engine_loop = None  # type: ignore[assignment]
 
 _VirtualEventLoop: Any = getattr(_engine_loop, "VirtualEventLoop", None)
-_push_after: Any = getattr(_engine_loop, "core_push_after", None)
+push_after: Any = getattr(_engine_loop, "core_push_after", None)
+"""The compiled core's ``push_after`` (see :func:`wake_after`), or None on the pure path."""
+_push_after = push_after
 
 
 _ROUND_EVERY: Final = 256

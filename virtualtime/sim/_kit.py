@@ -64,6 +64,7 @@ from ._fast import jump_by as _jump_by
 from ._fast import native_loop as _native_loop
 from ._fast import set_result as _set_result
 from ._fast import trio_module
+from ._fast import push_after as _push_after
 from ._fast import wake_after as _wake_after
 from ._stats import Tally, TimeSeries
 
@@ -258,6 +259,9 @@ class _NoWait:
 
 
 _NO_WAIT: Final = _NoWait()
+_Future: Final = asyncio.Future
+_FAR: Final = 1e18  # delays at or past this take the loop's general way (see _fast.wake_after)
+_TPS: Final = 1e9  # ticks per second of the virtual loop's integer clock
 
 
 # --------------------------------------------------------------------------- the simulation
@@ -806,12 +810,21 @@ class _Sleep(_Abandonable):
         if proc is not None and proc._pending:
             raise proc._pending.pop(0)
         delay = self._delay
-        if _jump_by(loop, delay, None if proc is None else proc._task):
-            return  # nothing else could run before the sleep ends: no loop round needed
-        future = loop.create_future()
         if env._native:
-            # The loop's native wait: the future itself sits in the timer heap (no handle).
-            _wake_after(loop, delay, future)
+            heap = loop._vt_heap
+            # jump_by refuses at once when something is due before the sleep ends (the usual
+            # case in a busy model); this reads that first, more loosely, and skips the call.
+            if not (
+                loop._ready or (heap and heap[0][0] < loop._vt_ticks + delay * _TPS - 1)
+            ) and _jump_by(loop, delay, None if proc is None else proc._task):
+                return  # nothing else could run before the sleep ends: no loop round needed
+            # The loop's native wait: the future itself sits in the timer heap (no handle);
+            # _fast.wake_after, inlined.
+            future = _Future(loop=loop)
+            if _push_after is not None and 0 < delay < _FAR and loop._vt_history is None:
+                _push_after(heap, loop._vt_seq, loop._vt_ticks, delay, 0, future)
+            else:
+                loop._vt_wake_after(delay, future)
             if proc is not None:
                 proc._target = future
             try:
@@ -825,6 +838,9 @@ class _Sleep(_Abandonable):
                 if proc is not None:
                     proc._target = None
             return
+        if _jump_by(loop, delay, None if proc is None else proc._task):
+            return  # nothing else could run before the sleep ends: no loop round needed
+        future = loop.create_future()
         handle = loop.call_later(delay, _set_result, future, None)
         if proc is not None:
             proc._target = future
@@ -1095,7 +1111,11 @@ class Request(_Op):
         return self  # ``async with`` awaits it: the grant (no coroutine per block)
 
     def __aexit__(self, *exc_info: object) -> Awaitable[None]:
-        self.release()
+        state = self._state  # release(), inlined
+        if state == _DONE:
+            self._resource._release(self)
+        elif state == _PENDING:
+            self._resource._withdraw(self)
         return _NO_WAIT
 
     def __await__(self) -> Generator[Any, None, Request]:
@@ -1279,17 +1299,26 @@ class Resource:
             raise TypeError(f"priority must be an int, got {priority!r}")
         req = Request(self, env, priority, preempt)
         users = self._users
+        stats = self._stats
+        assert stats is not None
+        now = req._time
         if len(users) < self._capacity or (self._preemptive and preempt and self._preempt(req)):
-            self._grant(req, req._time)
+            # _grant, inlined (the common case of a free unit): a wait of zero.
+            req.usage_since = now
+            users.append(req)
+            _record(stats.users, now, len(users))
+            waits = stats.waits
+            waits._times.append(now)
+            waits._values.append(0.0)
+            req._state = _DONE
+            req._value = req
         else:
             queue = self._queue
             if self._prioritised:
                 bisect.insort(queue, req, key=_request_key)
             else:
                 queue.append(req)
-            stats = self._stats
-            assert stats is not None
-            _record(stats.queue_length, req._time, len(queue))
+            _record(stats.queue_length, now, len(queue))
         return req
 
     def _preempt(self, req: Request) -> bool:
@@ -1332,12 +1361,27 @@ class Resource:
         stats = self._stats
         assert stats is not None
         env = req._env
-        _record(stats.users, env._clock(), len(users))
-        if self._queue:
-            if env._simpy:
-                env._soon(self._dispatch)
-            else:
-                self._dispatch()
+        now = env._clock()
+        queue = self._queue
+        if queue and not env._simpy:
+            # The freed unit goes straight to the next request (_dispatch and _grant,
+            # inlined): the number of users does not change, so it needs no record.
+            nxt = queue.pop(0) if self._prioritised else queue.popleft()
+            nxt.usage_since = now
+            users.append(nxt)
+            waits = stats.waits
+            waits._times.append(now)
+            waits._values.append(now - nxt._time)
+            nxt._state = _DONE
+            nxt._value = nxt
+            waiter = nxt._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(nxt)
+            _record(stats.queue_length, now, len(queue))
+            return
+        _record(stats.users, now, len(users))
+        if queue:
+            env._soon(self._dispatch)
 
     def _withdraw(self, req: Request) -> None:
         req._state = _OVER
