@@ -62,9 +62,9 @@ from .._shared._time import check_delay, to_seconds, to_ticks
 from ._fast import clock_of as _clock_of
 from ._fast import jump_by as _jump_by
 from ._fast import native_loop as _native_loop
+from ._fast import push_after as _push_after
 from ._fast import set_result as _set_result
 from ._fast import trio_module
-from ._fast import push_after as _push_after
 from ._fast import wake_after as _wake_after
 from ._stats import Tally, TimeSeries
 
@@ -820,7 +820,7 @@ class _Sleep(_Abandonable):
                 return  # nothing else could run before the sleep ends: no loop round needed
             # The loop's native wait: the future itself sits in the timer heap (no handle);
             # _fast.wake_after, inlined.
-            future = _Future(loop=loop)
+            future: asyncio.Future[None] = _Future(loop=loop)
             if _push_after is not None and 0 < delay < _FAR and loop._vt_history is None:
                 _push_after(heap, loop._vt_seq, loop._vt_ticks, delay, 0, future)
             else:
