@@ -24,7 +24,7 @@ import pytest
 import virtualtime
 from virtualtime import sim
 from virtualtime._engine import _outside, _timers
-from virtualtime.sim import _fast, _kit
+from virtualtime.sim import _kit, _native
 
 
 @pytest.fixture(autouse=True)
@@ -262,29 +262,29 @@ def test_a_level_recorded_again_unchanged_adds_no_point() -> None:
 
 
 def test_canary_the_loop_state_the_native_sleep_uses() -> None:
-    """sim/_fast.wake_after and the kit's sleep put the future itself into the loop's heap."""
+    """sim/_native.wake_after and the kit's sleep put the future itself into the loop's heap."""
     loop = virtualtime.new_event_loop()
     try:
-        assert _fast.native_loop(loop)
+        assert _native.native_loop(loop)
         missing = [
             name
             for name in ("_vt_wake_after", "_vt_wake_dropped", "_vt_seq", "_vt_now", "_vt_timers")
             if not hasattr(loop, name)
         ]
-        assert not missing, f"VirtualEventLoop no longer has {missing}: see sim/_fast.py"
+        assert not missing, f"VirtualEventLoop no longer has {missing}: see sim/_native.py"
         future = loop.create_future()
-        _fast.wake_after(loop, 1.5, future)
+        _native.wake_after(loop, 1.5, future)
         ticks, priority, _seq, item = loop._vt_heap[0]
         assert (ticks, priority, item) == (1_500_000_000, 0, future)
-        assert _fast.clock_of(loop)() == loop.time() == 0.0
+        assert _native.clock_of(loop)() == loop.time() == 0.0
         loop.run_until_complete(future)
         assert loop.time() == 1.5
-        assert _fast.clock_of(loop)() == 1.5
+        assert _native.clock_of(loop)() == 1.5
     finally:
         loop.close()
     stock = asyncio.SelectorEventLoop()
     try:
-        assert not _fast.native_loop(stock)
-        assert _fast.clock_of(stock) == stock.time
+        assert not _native.native_loop(stock)
+        assert _native.clock_of(stock) == stock.time
     finally:
         stock.close()

@@ -28,25 +28,13 @@ On trio the toolkit uses trio's own primitives (``trio.CancelScope`` deadlines,
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable
 from typing import Any, Final
 
 import sniffio
 
 from .._shared._time import TICKS_PER_SECOND
 
-__all__ = [
-    "asyncio_loop",
-    "clock_of",
-    "jump_by",
-    "jump_to",
-    "native_loop",
-    "push_after",
-    "set_result",
-    "trio_module",
-    "wake_after",
-]
+__all__ = ["asyncio_loop", "jump_by", "jump_to", "set_result", "trio_module"]
 
 try:
     from .._engine._loop import set_result_unless_cancelled as set_result
@@ -55,17 +43,6 @@ except ImportError:  # pragma: no cover - the loop module was reorganised
     def set_result(fut: asyncio.Future[Any], result: Any) -> None:
         if not fut.cancelled():
             fut.set_result(result)
-
-
-try:
-    from .._engine import _loop as _engine_loop
-except ImportError:  # pragma: no cover - the loop module was reorganised
-    _engine_loop = None  # type: ignore[assignment]
-
-_VirtualEventLoop: Any = getattr(_engine_loop, "VirtualEventLoop", None)
-push_after: Any = getattr(_engine_loop, "core_push_after", None)
-"""The compiled core's ``push_after`` (see :func:`wake_after`), or None on the pure path."""
-_push_after = push_after
 
 
 _ROUND_EVERY: Final = 256
@@ -95,46 +72,6 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     if sniffio.current_async_library() == "asyncio":
         return asyncio.get_running_loop()
     return None
-
-
-def native_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    """Does ``loop`` offer the virtual loop's native wait (:func:`wake_after`)?"""
-    return (
-        _VirtualEventLoop is not None
-        and isinstance(loop, _VirtualEventLoop)
-        and callable(getattr(loop, "_vt_wake_after", None))
-    )
-
-
-def clock_of(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
-    """``loop.time``, or a callable reading the same value without a Python frame.
-
-    The virtual loop's ``time()`` returns its ``_vt_now``; the kit reads the clock on every
-    request, grant and statistics record, so it reads the attribute from C instead.
-    """
-    if (
-        _VirtualEventLoop is not None
-        and type(loop).time is _VirtualEventLoop.time
-        and hasattr(loop, "_vt_now")
-    ):
-        return functools.partial(getattr, loop, "_vt_now")
-    return loop.time
-
-
-def wake_after(loop: Any, delay: float, future: asyncio.Future[Any]) -> None:
-    """Have the virtual loop resolve ``future`` (with None) after ``delay`` seconds.
-
-    The loop's native wait (``VirtualEventLoop._vt_wake_after``, what ``virtualtime.sleep``
-    is made of): the future itself waits in the loop's timer heap, in timer order, with no
-    timer handle and no callback.  ``delay`` is a checked number >= 0.  Whoever resolves the
-    future before the loop does (an interrupt, a cancellation) must call
-    ``loop._vt_wake_dropped()`` once.  Only for a loop :func:`native_loop` accepts.
-    """
-    if _push_after is not None and 0 < delay < _FAR and loop._vt_history is None:
-        # The compiled core pushes the same entry _vt_wake_after would, in one C call.
-        _push_after(loop._vt_heap, loop._vt_seq, loop._vt_ticks, delay, 0, future)
-    else:
-        loop._vt_wake_after(delay, future)
 
 
 def jump_to(loop: Any, ticks: int, task: asyncio.Task[Any] | None) -> bool:

@@ -31,12 +31,14 @@ deterministic on asyncio.  Where SimPy's order differs, ``order="simpy"`` gives 
 
 The fast path
 -------------
-On asyncio the kit waits on plain futures and the loop's own timers (``call_later``), the
-cheapest wait asyncio has, and a wait that nothing else precedes skips its loop round
-(:mod:`virtualtime.sim._fast`); on trio it uses trio's own primitives (a ``trio.Event`` per
-wait, a ``trio.CancelScope`` deadline per sleep) rather than anyio's wrappers.  The behaviour
-is the same on both; trio randomises the order of same-instant wake-ups by design, so only
-asyncio promises FIFO.
+On the virtual asyncio loop a kit sleep is the loop's native wait -- its future sits in the
+timer heap itself, with no timer handle (:mod:`virtualtime.sim._native`) -- and a sleep that
+nothing else precedes skips its loop round (:mod:`virtualtime.sim._fast`); other waits are
+plain futures, and a released unit goes straight to the next request.  On another asyncio
+loop sleeps are ``call_later`` timers.  On trio the kit uses trio's own primitives (a
+``trio.Event`` per wait, a ``trio.CancelScope`` deadline per sleep) rather than anyio's
+wrappers.  The behaviour is the same on all of them; trio randomises the order of
+same-instant wake-ups by design, so only asyncio promises FIFO.
 """
 
 from __future__ import annotations
@@ -59,13 +61,14 @@ import sniffio
 
 from .._shared._errors import DeadlockError, UsageError, VirtualTimeError
 from .._shared._time import check_delay, to_seconds, to_ticks
-from ._fast import clock_of as _clock_of
 from ._fast import jump_by as _jump_by
-from ._fast import native_loop as _native_loop
-from ._fast import push_after as _push_after
 from ._fast import set_result as _set_result
 from ._fast import trio_module
-from ._fast import wake_after as _wake_after
+from ._native import FAR as _FAR
+from ._native import clock_of as _clock_of
+from ._native import native_loop as _native_loop
+from ._native import push_after as _push_after
+from ._native import wake_after as _wake_after
 from ._stats import Tally, TimeSeries
 
 __all__ = [
@@ -260,7 +263,6 @@ class _NoWait:
 
 _NO_WAIT: Final = _NoWait()
 _Future: Final = asyncio.Future
-_FAR: Final = 1e18  # delays at or past this take the loop's general way (see _fast.wake_after)
 _TPS: Final = 1e9  # ticks per second of the virtual loop's integer clock
 
 
@@ -299,7 +301,7 @@ class Simulation:
         self._order = order
         self._simpy = order == "simpy"
         self._fast = False
-        self._native = False  # the virtual loop's native waits (sim/_fast.py)
+        self._native = False  # the virtual loop's native waits (sim/_native.py)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: Any = None
         self._clock: Callable[[], float] = _no_clock
