@@ -264,6 +264,7 @@ class _NoWait:
 _NO_WAIT: Final = _NoWait()
 _Future: Final = asyncio.Future
 _TPS: Final = 1e9  # ticks per second of the virtual loop's integer clock
+_new_sleep: Final = object.__new__
 
 
 # --------------------------------------------------------------------------- the simulation
@@ -770,23 +771,21 @@ _NUMBERS: Final = (int, float)
 
 
 class _Sleep(_Abandonable):
-    __slots__ = ("_delay", "_handle", "_waiter")
+    __slots__ = ("_delay", "_undo")
 
     def __init__(self, delay: float) -> None:
         self._delay = delay
-        self._handle: asyncio.TimerHandle | None = None
-        self._waiter: Any = None
+        self._undo: Any = None  # what _begin armed: a timer handle or a native future
 
     def _abandon(self) -> None:
-        handle = self._handle
-        if handle is not None:
-            handle.cancel()
-            self._handle = None
+        undo = self._undo
+        if undo is None:
             return
-        future = self._waiter
-        if future is not None:
-            self._waiter = None
-            _drop_native(future)
+        self._undo = None
+        if isinstance(undo, asyncio.TimerHandle):
+            undo.cancel()
+        else:
+            _drop_native(undo)
 
     def _begin(self) -> Waiter:
         env = _current("sim.sleep()")
@@ -795,9 +794,9 @@ class _Sleep(_Abandonable):
         future = loop.create_future()
         if env._native:
             _wake_after(loop, self._delay, future)
-            self._waiter = future
+            self._undo = future
         else:
-            self._handle = loop.call_later(self._delay, _set_result, future, None)
+            self._undo = loop.call_later(self._delay, _set_result, future, None)
         return future
 
     def __await__(self) -> Generator[Any, None, None]:
@@ -896,7 +895,10 @@ def sleep(delay: float) -> Awaitable[None]:
     """
     if type(delay) not in _NUMBERS or not delay >= 0:
         delay = check_delay("delay", delay)
-    return _Sleep(delay)
+    nap = _new_sleep(_Sleep)  # _Sleep(delay), without the frame of __init__
+    nap._delay = delay
+    nap._undo = None
+    return nap
 
 
 # --------------------------------------------------------------------------- signals
