@@ -31,12 +31,14 @@ deterministic on asyncio.  Where SimPy's order differs, ``order="simpy"`` gives 
 
 The fast path
 -------------
-On asyncio the kit waits on plain futures and the loop's own timers (``call_later``), the
-cheapest wait asyncio has, and a wait that nothing else precedes skips its loop round
-(:mod:`virtualtime.sim._fast`); on trio it uses trio's own primitives (a ``trio.Event`` per
-wait, a ``trio.CancelScope`` deadline per sleep) rather than anyio's wrappers.  The behaviour
-is the same on both; trio randomises the order of same-instant wake-ups by design, so only
-asyncio promises FIFO.
+On the virtual asyncio loop a kit sleep is the loop's native wait -- its future sits in the
+timer heap itself, with no timer handle (:mod:`virtualtime.sim._native`) -- and a sleep that
+nothing else precedes skips its loop round (:mod:`virtualtime.sim._fast`); other waits are
+plain futures, and a released unit goes straight to the next request.  On another asyncio
+loop sleeps are ``call_later`` timers.  On trio the kit uses trio's own primitives (a
+``trio.Event`` per wait, a ``trio.CancelScope`` deadline per sleep) rather than anyio's
+wrappers.  The behaviour is the same on all of them; trio randomises the order of
+same-instant wake-ups by design, so only asyncio promises FIFO.
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ from .._shared._time import check_delay, to_seconds, to_ticks
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
 from ._fast import trio_module
+from ._native import FAR as _FAR
+from ._native import clock_of as _clock_of
+from ._native import native_loop as _native_loop
+from ._native import push_after as _push_after
+from ._native import wake_after as _wake_after
 from ._stats import Tally, TimeSeries
 
 __all__ = [
@@ -255,6 +262,9 @@ class _NoWait:
 
 
 _NO_WAIT: Final = _NoWait()
+_Future: Final = asyncio.Future
+_TPS: Final = 1e9  # ticks per second of the virtual loop's integer clock
+_new_sleep: Final = object.__new__
 
 
 # --------------------------------------------------------------------------- the simulation
@@ -292,6 +302,7 @@ class Simulation:
         self._order = order
         self._simpy = order == "simpy"
         self._fast = False
+        self._native = False  # the virtual loop's native waits (sim/_native.py)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: Any = None
         self._clock: Callable[[], float] = _no_clock
@@ -334,7 +345,8 @@ class Simulation:
         if library == "asyncio":
             self._loop = loop = asyncio.get_running_loop()
             self._fast = True
-            self._clock = loop.time
+            self._native = _native_loop(loop)
+            self._clock = _clock_of(loop)
         else:
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
@@ -759,41 +771,78 @@ _NUMBERS: Final = (int, float)
 
 
 class _Sleep(_Abandonable):
-    __slots__ = ("_delay", "_handle", "_waiter")
+    __slots__ = ("_delay", "_undo")
 
     def __init__(self, delay: float) -> None:
         self._delay = delay
-        self._handle: asyncio.TimerHandle | None = None
-        self._waiter: Waiter | None = None
+        self._undo: Any = None  # what _begin armed: a timer handle or a native future
 
     def _abandon(self) -> None:
-        handle = self._handle
-        if handle is not None:
-            handle.cancel()
-            self._handle = None
+        undo = self._undo
+        if undo is None:
+            return
+        self._undo = None
+        if isinstance(undo, asyncio.TimerHandle):
+            undo.cancel()
+        else:
+            _drop_native(undo)
 
     def _begin(self) -> Waiter:
         env = _current("sim.sleep()")
         loop = env._loop
         assert loop is not None
         future = loop.create_future()
-        self._handle = loop.call_later(self._delay, _set_result, future, None)
+        if env._native:
+            _wake_after(loop, self._delay, future)
+            self._undo = future
+        else:
+            self._undo = loop.call_later(self._delay, _set_result, future, None)
         return future
 
     def __await__(self) -> Generator[Any, None, None]:
-        env = _current("sim.sleep()")
+        env = _SIM.get(None)
+        if env is None:
+            env = _current("sim.sleep()")
         if not env._fast:
             yield from _sleep_anyio(env, self._delay).__await__()
             return
-        loop = env._loop
+        loop: Any = env._loop
         proc = _PROC.get()
         if proc is not None and proc._pending:
             raise proc._pending.pop(0)
-        if _jump_by(loop, self._delay, None if proc is None else proc._task):
+        delay = self._delay
+        if env._native:
+            heap = loop._vt_heap
+            # jump_by refuses at once when something is due before the sleep ends (the usual
+            # case in a busy model); this reads that first, more loosely, and skips the call.
+            if not (
+                loop._ready or (heap and heap[0][0] < loop._vt_ticks + delay * _TPS - 1)
+            ) and _jump_by(loop, delay, None if proc is None else proc._task):
+                return  # nothing else could run before the sleep ends: no loop round needed
+            # The loop's native wait: the future itself sits in the timer heap (no handle);
+            # _fast.wake_after, inlined.
+            future: asyncio.Future[None] = _Future(loop=loop)
+            if _push_after is not None and 0 < delay < _FAR and loop._vt_history is None:
+                _push_after(heap, loop._vt_seq, loop._vt_ticks, delay, 0, future)
+            else:
+                loop._vt_wake_after(delay, future)
+            if proc is not None:
+                proc._target = future
+            try:
+                yield from future  # the loop gives it a result; an interrupt an exception
+                while env._unstarted:
+                    yield  # SimPy's order: processes started at this instant run first
+            except BaseException:
+                _drop_native(future)
+                raise
+            finally:
+                if proc is not None:
+                    proc._target = None
+            return
+        if _jump_by(loop, delay, None if proc is None else proc._task):
             return  # nothing else could run before the sleep ends: no loop round needed
-        assert loop is not None
         future = loop.create_future()
-        handle = loop.call_later(self._delay, _set_result, future, None)
+        handle = loop.call_later(delay, _set_result, future, None)
         if proc is not None:
             proc._target = future
         try:
@@ -809,6 +858,17 @@ class _Sleep(_Abandonable):
 
     def __repr__(self) -> str:
         return f"<sim.sleep({self._delay!r})>"
+
+
+def _drop_native(future: asyncio.Future[Any]) -> None:
+    """A native wait (:func:`~._fast.wake_after`) given up: if the loop did not resolve it
+    itself, make it done and tell the loop its heap entry is dead."""
+    if future.done():
+        if not future.cancelled() and future.exception() is None:
+            return  # the loop resolved it: its entry is gone already
+    else:
+        future.cancel()
+    future.get_loop()._vt_wake_dropped()  # type: ignore[attr-defined]
 
 
 async def _sleep_anyio(env: Simulation, delay: float) -> None:
@@ -835,7 +895,10 @@ def sleep(delay: float) -> Awaitable[None]:
     """
     if type(delay) not in _NUMBERS or not delay >= 0:
         delay = check_delay("delay", delay)
-    return _Sleep(delay)
+    nap = _new_sleep(_Sleep)  # _Sleep(delay), without the frame of __init__
+    nap._delay = delay
+    nap._undo = None
+    return nap
 
 
 # --------------------------------------------------------------------------- signals
@@ -1052,14 +1115,40 @@ class Request(_Op):
         return self  # ``async with`` awaits it: the grant (no coroutine per block)
 
     def __aexit__(self, *exc_info: object) -> Awaitable[None]:
-        self.release()
+        state = self._state  # release(), inlined
+        if state == _DONE:
+            self._resource._release(self)
+        elif state == _PENDING:
+            self._resource._withdraw(self)
         return _NO_WAIT
 
     def __await__(self) -> Generator[Any, None, Request]:
-        if self._state == _DONE and self._waiter is None and not self._env._simpy:
-            # Granted when made (the common case): _Op.__await__'s fast path, inlined.
-            proc = _PROC.get()
-            if proc is None or not proc._pending:
+        env = self._env
+        if self._waiter is None and not env._simpy:
+            state = self._state
+            if state == _DONE:
+                # Granted when made (the common case): _Op.__await__'s fast path, inlined.
+                proc = _PROC.get()
+                if proc is None or not proc._pending:
+                    return self
+            elif state == _PENDING and env._fast:
+                # Queued: _Op.__await__ and _wait, inlined (one generator, not three).
+                proc = _PROC.get()
+                if proc is not None and proc._pending:
+                    self.release()
+                    raise proc._pending.pop(0)
+                loop: Any = env._loop
+                waiter = self._waiter = loop.create_future()
+                if proc is not None:
+                    proc._target = waiter
+                try:
+                    yield from waiter
+                except BaseException:
+                    self.release()
+                    raise
+                finally:
+                    if proc is not None:
+                        proc._target = None
                 return self
         yield from _Op.__await__(self)
         return self
@@ -1214,17 +1303,26 @@ class Resource:
             raise TypeError(f"priority must be an int, got {priority!r}")
         req = Request(self, env, priority, preempt)
         users = self._users
+        stats = self._stats
+        assert stats is not None
+        now = req._time
         if len(users) < self._capacity or (self._preemptive and preempt and self._preempt(req)):
-            self._grant(req, req._time)
+            # _grant, inlined (the common case of a free unit): a wait of zero.
+            req.usage_since = now
+            users.append(req)
+            _record(stats.users, now, len(users))
+            waits = stats.waits
+            waits._times.append(now)
+            waits._values.append(0.0)
+            req._state = _DONE
+            req._value = req
         else:
             queue = self._queue
             if self._prioritised:
                 bisect.insort(queue, req, key=_request_key)
             else:
                 queue.append(req)
-            stats = self._stats
-            assert stats is not None
-            stats.queue_length._record_at(req._time, len(queue))
+            _record(stats.queue_length, now, len(queue))
         return req
 
     def _preempt(self, req: Request) -> bool:
@@ -1250,9 +1348,15 @@ class Resource:
         req.usage_since = now
         users = self._users
         users.append(req)
-        stats.users._record_at(now, len(users))
-        stats.waits.add(now, now - req._time)
-        req._complete(req)
+        _record(stats.users, now, len(users))
+        waits = stats.waits
+        waits._times.append(now)  # Tally.add, inlined
+        waits._values.append(now - req._time)
+        req._state = _DONE  # _Op._complete, inlined
+        req._value = req
+        waiter = req._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(req)
 
     def _release(self, req: Request) -> None:
         req._state = _OVER
@@ -1260,9 +1364,28 @@ class Resource:
         users.remove(req)
         stats = self._stats
         assert stats is not None
-        stats.users._record_at(req._env._clock(), len(users))
-        if self._queue:
-            req._env._soon(self._dispatch)
+        env = req._env
+        now = env._clock()
+        queue = self._queue
+        if queue and not env._simpy:
+            # The freed unit goes straight to the next request (_dispatch and _grant,
+            # inlined): the number of users does not change, so it needs no record.
+            nxt = queue.pop(0) if self._prioritised else queue.popleft()
+            nxt.usage_since = now
+            users.append(nxt)
+            waits = stats.waits
+            waits._times.append(now)
+            waits._values.append(now - nxt._time)
+            nxt._state = _DONE
+            nxt._value = nxt
+            waiter = nxt._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(nxt)
+            _record(stats.queue_length, now, len(queue))
+            return
+        _record(stats.users, now, len(users))
+        if queue:
+            env._soon(self._dispatch)
 
     def _withdraw(self, req: Request) -> None:
         req._state = _OVER
@@ -1289,7 +1412,7 @@ class Resource:
         while queue and len(users) < capacity:
             req = queue.pop(0) if self._prioritised else queue.popleft()
             self._grant(req, now)
-        stats.queue_length._record_at(now, len(queue))
+        _record(stats.queue_length, now, len(queue))
 
     def __repr__(self) -> str:
         label = f" {self.name}" if self.name else ""
@@ -1297,6 +1420,16 @@ class Resource:
             f"<{type(self).__name__}{label} capacity={self._capacity!r} count={len(self._users)} "
             f"queue={len(self._queue)}>"
         )
+
+
+def _record(series: TimeSeries, now: float, value: float) -> None:
+    """``series._record_at(now, value)`` (a level holds from ``now``), for the hot paths."""
+    times = series._times
+    if times[-1] == now:
+        series._values[-1] = value
+    elif series._values[-1] != value:
+        times.append(now)
+        series._values.append(value)
 
 
 def _request_key(req: Request) -> tuple[int, int]:

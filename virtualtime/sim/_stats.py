@@ -71,7 +71,7 @@ class TimeSeries:
         times = self._times
         if times[-1] == now:
             self._values[-1] = value
-        else:
+        elif self._values[-1] != value:  # a level that did not change needs no record
             times.append(now)
             self._values.append(value)
 

@@ -1,0 +1,290 @@
+"""The kit's fast paths on the virtual asyncio loop: they change the cost of a run, never the run.
+
+* A kit sleep is the loop's native wait (its future in the timer heap, no timer handle); an
+  interrupt or a cancellation takes the entry back and tells the loop it is dead.
+* A released unit goes straight to the next request (no dispatch, no record of an unchanged
+  number of users).
+* A level that does not change is not recorded again.
+
+Each is pinned against the general path: the same model gives the same log with the native
+wait turned off (timer handles) and with a history kept (which turns off every shortcut), and
+a cancellation or interrupt landing at the instant of a hand-over loses no unit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from typing import Any
+
+import anyio
+import pytest
+
+import virtualtime
+from virtualtime import sim
+from virtualtime._engine import _outside, _timers
+from virtualtime.sim import _kit, _native
+
+
+@pytest.fixture(autouse=True)
+def _no_foreign_worker_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle pool worker left by an earlier test would keep the loop off its fast path."""
+    monkeypatch.setattr(_outside, "_worker_threads", lambda: ())
+
+
+def _busy_model(**options: Any) -> list[tuple[float, str]]:
+    """Interrupts mid-sleep, preemption, reneging three ways, a store: a log of everything."""
+    log: list[tuple[float, str]] = []
+    rng = random.Random(11)
+
+    broken: set[str] = set()
+
+    async def machine(name: str, repairman: sim.PreemptiveResource) -> None:
+        while True:
+            left = rng.uniform(1, 3)
+            while left:
+                start = sim.now()
+                try:
+                    await sim.sleep(left)
+                    left = 0
+                except sim.Interrupt as exc:
+                    log.append((sim.now(), f"{name} broke ({exc.cause})"))
+                    broken.add(name)
+                    left -= sim.now() - start
+                    async with repairman.request(priority=1):
+                        await sim.sleep(0.5)
+                    broken.discard(name)
+            log.append((sim.now(), f"{name} part"))
+
+    async def breaker(victim: sim.Process[Any]) -> None:
+        while True:
+            await sim.sleep(rng.expovariate(0.4))
+            if victim.name not in broken:
+                victim.interrupt("wear")
+
+    async def odd_jobs(repairman: sim.PreemptiveResource) -> None:
+        while True:
+            async with repairman.request(priority=2):
+                try:
+                    await sim.sleep(2)
+                    log.append((sim.now(), "odd job done"))
+                except sim.Interrupt as exc:
+                    cause = exc.cause
+                    assert isinstance(cause, sim.Preempted)
+                    assert cause.by is not None
+                    log.append((sim.now(), f"odd job preempted by {cause.by.name}"))
+
+    async def customer(k: int, counter: sim.Resource, shelf: sim.Store) -> None:
+        if k % 3 == 0:  # reneging by first_of
+            req = counter.request()
+            with req:
+                which, _ = await sim.first_of(req, sim.sleep(0.7))
+                if which is not req:
+                    log.append((sim.now(), f"c{k} gave up"))
+                    return
+                await sim.sleep(0.3)
+        elif k % 3 == 1:  # reneging by cancellation
+            with anyio.move_on_after(0.9) as scope:
+                async with counter.request():
+                    await sim.sleep(0.4)
+            if scope.cancelled_caught:
+                log.append((sim.now(), f"c{k} left"))
+                return
+        else:
+            async with counter.request():
+                await sim.sleep(rng.expovariate(2.0))
+        await shelf.put(k)
+        log.append((sim.now(), f"c{k} served"))
+
+    async def main() -> None:
+        repairman = sim.PreemptiveResource(1)
+        counter = sim.Resource(1)
+        shelf = sim.Store(3)
+        for name in ("m1", "m2"):
+            sim.start(breaker(sim.start(machine(name, repairman), name=name)))
+        sim.start(odd_jobs(repairman))
+        for k in range(40):
+            sim.start(customer(k, counter, shelf))
+            await sim.sleep(rng.expovariate(2.5))
+            if k % 4 == 3:
+                log.append((sim.now(), f"took {await shelf.get()}"))
+
+    sim.simulate(main, until=40, **options)
+    return log
+
+
+def test_native_sleeps_give_the_same_run_as_timer_handles_and_as_no_shortcut_at_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = _busy_model()
+    assert len(fast) > 80
+    text = "\n".join(entry for _, entry in fast)
+    for kind in ("broke", "part", "gave up", "left", "served", "took", "preempted by m1"):
+        assert kind in text, kind
+    assert fast == _busy_model(history=100_000)  # no push_after, no jump, no skipped round
+    monkeypatch.setattr(_kit, "_native_loop", lambda loop: False)
+    assert fast == _busy_model()  # every sleep a call_later timer handle
+
+
+def test_interrupted_and_cancelled_sleeps_leave_no_dead_entry_uncounted() -> None:
+    """The loop counts the dead entries of its heap (to purge them); a sleep given up early
+    must be counted exactly once, whether an interrupt, a cancellation or a lost first_of
+    ended it -- and not at all when the loop had resolved it first."""
+    checks: list[tuple[int, int]] = []
+
+    def census(loop: Any) -> tuple[int, int]:
+        dead = sum(1 for entry in loop._vt_heap if _timers.is_dead(entry[3]))
+        return dead, loop._vt_timers.cancelled
+
+    async def sleeper() -> int:
+        caught = 0
+        for _ in range(30):
+            try:
+                await sim.sleep(100)
+            except sim.Interrupt:
+                caught += 1
+        return caught
+
+    async def nap(delay: float) -> None:
+        await sim.sleep(delay)
+
+    async def main() -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        async with sim.Simulation() as env:
+            target = env.start(sleeper())
+            doomed = env.start(nap(50))
+            for k in range(30):
+                await sim.sleep(1)
+                target.interrupt(k)
+                if k == 10:
+                    doomed.cancel()
+                _which, _ = await sim.first_of(sim.sleep(0.5), sim.sleep(7))
+                checks.append(census(loop))
+            caught = await target
+            return caught, doomed.is_alive
+
+    assert virtualtime.run(main()) == (30, False)
+    assert checks
+    assert all(dead == counted for dead, counted in checks)
+    assert max(dead for dead, _ in checks) > 0  # dead entries were there to be counted
+
+
+def _handover(cancel_first: bool) -> tuple[list[tuple[str, float]], tuple[Any, ...]]:
+    """A holds the unit until 5; at 5 the next in line, B, is cancelled (before or after A's
+    release hands it the unit); C must get the unit at 5 all the same."""
+    log: list[tuple[str, float]] = []
+
+    async def user(name: str, counter: sim.Resource, hold: float) -> None:
+        try:
+            async with counter.request():
+                log.append((name, sim.now()))
+                await sim.sleep(hold)
+        except asyncio.CancelledError:
+            log.append((f"{name} cancelled", sim.now()))
+            raise
+
+    victims: list[sim.Process[Any]] = []
+
+    async def canceller() -> None:
+        await sim.sleep(5)
+        victims[0].cancel()
+
+    async def main() -> tuple[Any, ...]:
+        counter = sim.Resource(1)
+        if cancel_first:  # the canceller's wake-up at 5 comes before a's
+            sim.start(canceller())
+            sim.start(user("a", counter, 5), name="a")
+        else:
+            sim.start(user("a", counter, 5), name="a")
+            sim.start(canceller())
+        await sim.sleep(0)
+        victims.append(sim.start(user("b", counter, 1), name="b"))
+        sim.start(user("c", counter, 1), name="c")
+        await sim.sleep(20)
+        stats = counter.stats
+        return counter.count, len(counter.queue), stats.utilisation(0, 6), stats.served()
+
+    state = sim.simulate(main)
+    assert state is not None
+    return log, state
+
+
+def test_a_cancellation_at_the_instant_of_a_hand_over_loses_no_unit() -> None:
+    log, state = _handover(cancel_first=False)
+    assert log == [("a", 0.0), ("b cancelled", 5.0), ("c", 5.0)]
+    assert state == (0, 0, 1.0, 3)  # b counts as served: the unit was handed to it at 5
+
+
+def test_a_hand_over_to_a_request_already_cancelled_passes_the_unit_on() -> None:
+    log, state = _handover(cancel_first=True)
+    assert log == [("a", 0.0), ("b cancelled", 5.0), ("c", 5.0)]
+    assert state == (0, 0, 1.0, 3)
+
+
+def test_hand_overs_keep_exact_statistics_without_redundant_records() -> None:
+    """Arrivals at 0, 1, 2, each served 3: grants at 0, 3, 6, waits 0, 2, 4."""
+
+    async def user(counter: sim.Resource, arrive: float) -> None:
+        await sim.sleep(arrive)
+        async with counter.request():
+            await sim.sleep(3)
+
+    async def main() -> sim.Resource:
+        counter = sim.Resource(1)
+        for k in range(3):
+            sim.start(user(counter, k))
+        await sim.sleep(12)
+        return counter
+
+    counter = sim.simulate(main)
+    assert counter is not None
+    stats = counter.stats
+    assert stats.waits.values() == [0.0, 2.0, 4.0]
+    assert stats.utilisation(0, 9) == 1.0
+    assert stats.utilisation(0, 12) == 0.75
+    assert stats.mean_queue_length(0, 9) == pytest.approx((1 * 1 + 2 * 1 + 1 * 3) / 9)
+    values = stats.users._values
+    assert all(a != b for a, b in itertools.pairwise(values)), values
+    assert stats.users.value_at(3.0) == 1
+    assert stats.users.value_at(9.5) == 0
+
+
+def test_a_level_recorded_again_unchanged_adds_no_point() -> None:
+    clock = [0.0]
+    series = sim.TimeSeries(lambda: clock[0], 2, 0.0)
+    for t, value in [(1.0, 2), (2.0, 3), (3.0, 3), (4.0, 1)]:
+        clock[0] = t
+        series.record(value)
+    assert series._times == [0.0, 2.0, 4.0]
+    assert series.value_at(3.5) == 3
+    assert series.mean(0, 4) == (2 * 2 + 3 * 2) / 4
+
+
+def test_canary_the_loop_state_the_native_sleep_uses() -> None:
+    """sim/_native.wake_after and the kit's sleep put the future itself into the loop's heap."""
+    loop = virtualtime.new_event_loop()
+    try:
+        assert _native.native_loop(loop)
+        missing = [
+            name
+            for name in ("_vt_wake_after", "_vt_wake_dropped", "_vt_seq", "_vt_now", "_vt_timers")
+            if not hasattr(loop, name)
+        ]
+        assert not missing, f"VirtualEventLoop no longer has {missing}: see sim/_native.py"
+        future = loop.create_future()
+        _native.wake_after(loop, 1.5, future)
+        ticks, priority, _seq, item = loop._vt_heap[0]
+        assert (ticks, priority, item) == (1_500_000_000, 0, future)
+        assert _native.clock_of(loop)() == loop.time() == 0.0
+        loop.run_until_complete(future)
+        assert loop.time() == 1.5
+        assert _native.clock_of(loop)() == 1.5
+    finally:
+        loop.close()
+    stock = asyncio.SelectorEventLoop()
+    try:
+        assert not _native.native_loop(stock)
+        assert _native.clock_of(stock) == stock.time
+    finally:
+        stock.close()
