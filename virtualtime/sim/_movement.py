@@ -414,7 +414,7 @@ class Vehicle(Generic[P]):
         self._leg: _Leg[P] | None = None
         self._step: _Step[P] | None = None
         self._driver: object | None = None
-        self._sleep_scope: Any = None  # a trio.CancelScope while a step sleeps on trio
+        self._sleep_scope: Any = None  # while a step sleeps on trio: a kit wait or CancelScope
         self._sleep_future: asyncio.Future[None] | None = None
         self._fleet: Fleet | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -814,6 +814,15 @@ class Vehicle(Generic[P]):
         """The vehicle's own task for one journey: sleep to each step end, apply it, re-plan."""
         loop = asyncio_loop()
         trio: Any = trio_module() if loop is None else None
+        kit_sleep: Any = None
+        if trio is not None:
+            # A virtualtime trio clock's kit waits (virtualtime/trio/_park.py), if it is one.
+            running = trio.lowlevel.current_clock()
+            kit_sleep = getattr(running, "_vt_sleep", None)
+            if kit_sleep is not None:
+                running._vt_fresh()
+                task = trio.lowlevel.current_task()
+                if_cancelled = trio.lowlevel.checkpoint_if_cancelled
         try:
             while self._driver is token:
                 step = self._step
@@ -841,8 +850,24 @@ class Vehicle(Generic[P]):
                         return
                     self._step_ended(step)
                     continue
-                # trio: one cancel scope whose deadline is the step's end; _stop_driver
-                # cancels it to wake the driver early.
+                if kit_sleep is not None:
+                    # A kit wait that _stop_driver ends early, or no wait at all when the
+                    # step has ended already or nothing else can happen before its end.
+                    await if_cancelled()  # a cancelled task moves no time
+                    parked = kit_sleep(step.end, task)
+                    if parked is not None:
+                        self._sleep_scope = parked
+                        try:
+                            await parked.wait()
+                        finally:
+                            if self._sleep_scope is parked:
+                                self._sleep_scope = None
+                    if self._driver is not token or self._step is not step:
+                        return
+                    self._step_ended(step)
+                    continue
+                # Another trio clock: one cancel scope whose deadline is the step's end;
+                # _stop_driver cancels it to wake the driver early.
                 scope = trio.CancelScope(deadline=to_seconds(step.end))
                 self._sleep_scope = scope
                 with scope:

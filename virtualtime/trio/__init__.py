@@ -112,6 +112,7 @@ import trio.testing
 
 from .. import _options
 from .._shared import _errors, _time
+from . import _park
 
 # No ``from x import y`` above: this module's public namespace is exactly ``__all__``.
 
@@ -177,6 +178,7 @@ _MARKS: typing.Final[dict[types.CodeType, int]] = {
     trio.lowlevel.ParkingLot.park.__code__: _W_INSIDE,
     trio.MemoryReceiveChannel.receive.__code__: _W_INSIDE,
     trio.MemorySendChannel.send.__code__: _W_INSIDE,
+    _park.Parked.wait.__code__: _W_INSIDE,
 }
 
 # How a file descriptor a task waits on relates to the world outside this run.
@@ -366,7 +368,17 @@ class VirtualClock(trio.abc.Clock):
         self._plan_deadline = math.inf
         self._plan_wait = 0.0
         self._plan_immediate = False
+        self._plan_kit = -1  # the tick of the kit wait the planned jump goes to, or -1
         self._wait_started = 0.0
+        # Kit waits (virtualtime/trio/_park.py): a heap of (ticks, arrival, Parked), and the
+        # state of the in-place jump: loop rounds seen (counted by the instrument), the round
+        # whose current_statistics() the cached limit came from, and waits since a round.
+        self._kit: list[tuple[int, int, _park.Parked]] = []
+        self._kit_count = 0
+        self._rounds = 0
+        self._kit_round = -1
+        self._kit_limit = -1.0
+        self._kit_skipped = 0
         self._dormant = False
         self._guard: RunGuard[typing.Any] | None = None  # set only by RunGuard.guarded_main
         self._error: BaseException | None = None
@@ -475,6 +487,15 @@ class VirtualClock(trio.abc.Clock):
 
     fast_forward = jump
 
+    # ------------------------------------------------------------ kit waits
+    # The toolkit (virtualtime.sim) may not import this package; it finds these on the
+    # running clock instead (see _park.py: the primitive, the ordering rule, the in-place rule).
+
+    _vt_park = _park.park
+    _vt_jump_in_place = _park.jump_in_place
+    _vt_sleep = _park.sleep
+    _vt_fresh = _park.fresh
+
     # ------------------------------------------------------------ trio.abc.Clock
 
     def start_clock(self) -> None:
@@ -488,6 +509,9 @@ class VirtualClock(trio.abc.Clock):
         self._inside_io.clear()
         self._run_addresses.clear()
         self._probe_installed = False
+        self._kit.clear()
+        self._plan_kit = -1
+        self._kit_round = -1
         trio.lowlevel.add_instrument(self._instrument)
         if self._patch is not None and not self._patch.active:
             self._patch.__enter__()
@@ -507,6 +531,21 @@ class VirtualClock(trio.abc.Clock):
         """
         if self._scheduled:
             self._absorb()
+        self._plan_kit = -1
+        if self._kit:
+            # Kit waits are deadlines too; one due now is woken (one at a time: FIFO).
+            head = _park.head(self)
+            if head is not None:
+                now = self._ticks if not self._rate else _time.to_ticks(self._anchor.virtual())
+                if head <= now and not deadline <= self.current_time():  # trio's due: first
+                    _park.wake_next(self, now)
+                    self._plan = _NO_PLAN
+                    self._dormant = False
+                    return 0.0
+                seconds = head / _time.TICKS_PER_SECOND
+                if seconds * _park.NOISE < deadline:  # trio's deadlines first at one instant
+                    deadline = seconds
+                    self._plan_kit = head
         if self._plain and not self._waits and self._error is None:
             # The fast path of every jump: pure virtual time, nothing outside, nobody idle.
             if deadline <= self._now:
@@ -780,7 +819,20 @@ class VirtualClock(trio.abc.Clock):
             self._advance_to(self._plan_deadline)
 
     def _advance_to(self, deadline: float) -> None:
-        """Jump to ``deadline``: the tick it means, reported as no earlier than ``deadline``."""
+        """Jump to ``deadline``: the tick it means, reported as no earlier than ``deadline``.
+
+        A jump planned to a kit wait goes to its exact tick and wakes it.
+        """
+        kit = self._plan_kit
+        if kit >= 0:
+            self._plan_kit = -1
+            if kit > self._ticks:
+                self._ticks = kit
+                self._now = max(kit / _time.TICKS_PER_SECOND, self._now)
+            self._jumps += 1
+            self._hold_since = None
+            _park.wake_next(self, self._ticks)
+            return
         ticks, self._residue = _ticks_until(deadline, self._now, self._residue)
         self._ticks += ticks
         self._now = max(_time.to_seconds(self._ticks), deadline, self._now)
@@ -862,6 +914,8 @@ class VirtualClock(trio.abc.Clock):
         self._waits.clear()
         self._inside_io.clear()
         self._run_addresses.clear()
+        self._kit.clear()
+        self._plan_kit = -1
         if self._layers:
             _options.closed(self, self._layers)
 
@@ -891,12 +945,15 @@ class _ClockInstrument(trio.abc.Instrument):
 
     def after_io_wait(self, timeout: float) -> None:
         clock = self._clock
+        clock._rounds += 1
         if clock._plan == _PLAN_POLL:
             # The fast path of every jump, inlined: jump unless the poll woke a task.
             clock._plan = _NO_PLAN
             if clock._scheduled:
                 return
             deadline = clock._plan_deadline
+            if clock._plan_kit >= 0:
+                deadline = math.inf  # to a kit wait: _advance_to goes to its tick
             if deadline < _FINE_LIMIT:
                 # Floats finer than a tick: _ticks_until's carried rounding, inlined.
                 scaled = (deadline - clock._now) * _time.TICKS_PER_SECOND
@@ -1241,9 +1298,11 @@ def _now(clock: VirtualClock) -> float:
 
 
 def _peek(clock: VirtualClock) -> float:
-    """Virtual time of the next pending deadline, or ``math.inf``."""
+    """Virtual time of the next pending deadline (or kit wait), or ``math.inf``."""
     gap = trio.lowlevel.current_statistics().seconds_to_next_deadline
-    return math.inf if gap == math.inf else clock.current_time() + gap
+    found = math.inf if gap == math.inf else clock.current_time() + gap
+    head = _park.head(clock)
+    return found if head is None else min(found, head / _time.TICKS_PER_SECOND)
 
 
 async def _settle(clock: VirtualClock) -> float:

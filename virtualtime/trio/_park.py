@@ -1,0 +1,247 @@
+"""Kit waits: sleeping until an exact tick on a :class:`~virtualtime.trio.VirtualClock`, cheaply.
+
+A plain trio sleep costs a cancel scope, a deadline in trio's heap, a second loop round and
+trio's cancellation bookkeeping -- about five times a bare loop round.  The simulation toolkit
+(``virtualtime.sim``: ``Timer``, the vehicles of a ``Fleet``) sleeps millions of times and
+only ever needs "wake me at tick T, or earlier if I say so".  This module gives it that,
+through trio's public API only:
+
+* :func:`park`: the task parks itself with ``trio.lowlevel.wait_task_rescheduled``; its
+  wake-up ``(ticks, arrival, handle)`` goes into a heap the clock owns.  The clock treats the
+  heap's head as one more deadline: when the run is idle, it jumps to whichever comes first,
+  the head or trio's next deadline, after trio has polled I/O exactly as for any jump (see
+  the clock's module documentation), and reschedules the woken task itself.  Cancellation
+  reaches a parked task through its abort function (the heap entry is dropped lazily), so
+  timeouts, ``Ctrl-C`` and the clock's deadlock clean-up work as around any trio wait.
+  ``handle.cancel()`` wakes the task early (the wait then returns False).
+* :func:`jump_in_place`: when the waiting task is the only thing that can happen before its
+  instant, the next loop round would do nothing but jump there and wake it; the clock jumps
+  in place and the task goes on without suspending (the asyncio loop's toolkit does the same,
+  ``virtualtime/sim/_fast.py``).  One wait in :data:`ROUND_EVERY` takes the round anyway.
+
+The ordering rule at one instant
+--------------------------------
+* Among kit waits: first come, first served (by the order the waits were parked), one at a
+  time -- the next one is woken when everything the previous one set off at that instant has
+  run (the run is idle again).  trio randomises the order of tasks woken in the same loop
+  round; waking kit waits one by one keeps their order fixed.
+* Against trio's own deadlines (``trio.sleep``, ``move_on_after``...) due at the same instant
+  (within float noise): trio's deadlines fire first; the kit waits at that instant wake once
+  the tasks those deadlines woke are idle again.
+
+What "the only thing that can happen" means
+-------------------------------------------
+The in-place jump needs all of: the clock in pure virtual time with autojump and no threshold,
+nothing outside the run pending (no worker thread, child, outside socket, no task waiting on a
+descriptor or in ``wait_all_tasks_blocked``); the calling task the only one made runnable since
+the run was last idle (the clock's instrument records every ``reschedule``, so a task the
+caller woke, started or cancelled is seen); no kit wait due at or before the instant; trio's
+next deadline strictly later (``current_statistics()``, read once per loop round -- it costs
+as much as ten cheap checks); no callback queued from another thread (same read); and the
+calling task's effective deadline strictly later and no cancellation pending for it
+(``trio.current_effective_deadline()``, read every time: the task may just have entered a
+``fail_after`` or cancelled its own scope).
+
+One thing trio gives no cheap public way to see: code running in the waiting task between
+two of its waits that moves *another* task's cancel-scope deadline earlier (``scope.deadline
+= ...`` on a scope some other task sleeps in), without any checkpoint in between.  That
+deadline is seen at the next loop round (at most :data:`ROUND_EVERY` waits later), not at
+once.  Cancelling another task's scope (``scope.cancel()``) reschedules that task and is seen
+at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Final
+
+import outcome
+import trio
+import trio.lowlevel
+import trio.testing
+
+from .._shared._time import TICKS_PER_SECOND, to_ticks
+
+__all__ = [
+    "NOISE",
+    "ROUND_EVERY",
+    "Parked",
+    "fresh",
+    "head",
+    "jump_in_place",
+    "park",
+    "sleep",
+    "wake_next",
+]
+
+ROUND_EVERY: Final = 256
+"""At most this many waits in a row jump in place; then one takes the loop round (a power
+of two), so a model that never needs the loop still lets trio deliver signals, thread
+callbacks and what the in-place check cannot see."""
+
+NOISE: Final = 1.0 + 16 * 2.0**-52
+"""A trio deadline closer above an instant than this factor (8 ulps either way) is the same
+instant spelled in floats (trio computes ``now + delay``): it fires first."""
+
+_heappush: Final = heapq.heappush
+_heappop: Final = heapq.heappop
+_reschedule: Final = trio.lowlevel.reschedule
+_wait_task_rescheduled: Final = trio.lowlevel.wait_task_rescheduled
+_current_statistics: Final = trio.lowlevel.current_statistics
+_active_thread_count: Final = trio.testing.active_thread_count
+_SUCCEEDED: Final = trio.lowlevel.Abort.SUCCEEDED
+_Value: Final = outcome.Value
+
+
+class Parked:
+    """One task parked on the clock until a tick; :meth:`cancel` wakes it early.
+
+    Made by :func:`park`; await :meth:`wait` once.  The method is named ``cancel`` so that
+    code holding either this or a ``trio.CancelScope`` (the fallback on other clocks) can
+    end the sleep the same way.
+    """
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task: trio.lowlevel.Task | None = task
+        """The parked task; None once it was woken, woken early, or cancelled."""
+
+    def cancel(self) -> None:
+        """Wake the task now (its :meth:`wait` returns False); nothing if it is not parked."""
+        task = self.task
+        if task is not None:
+            self.task = None
+            _reschedule(task, _Value(False))
+
+    def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        self.task = None  # the heap entry is dropped when it reaches the top
+        return _SUCCEEDED
+
+    async def wait(self) -> bool:
+        """Sleep until the tick (True) or until :meth:`cancel` (False); a cancellation of the
+        task (a timeout, the run ending) raises ``trio.Cancelled`` as any trio wait."""
+        result: bool = await _wait_task_rescheduled(self._abort)
+        return result
+
+
+def park(clock: Any, ticks: int, task: trio.lowlevel.Task) -> Parked:
+    """Queue ``task`` (the calling task) on ``clock`` until tick ``ticks``; await the result's
+    :meth:`Parked.wait` right away.
+
+    When the calling task is the only one made runnable since the run was last idle (so the
+    run is idle again as soon as it parks), the next kit wait due now is handed the turn
+    here -- what the clock's next idle question would do, without asking it.
+    """
+    parked = Parked(task)
+    clock._kit_count += 1
+    kit = clock._kit
+    _heappush(kit, (ticks, clock._kit_count, parked))
+    scheduled = clock._scheduled
+    if (
+        len(scheduled) == 1
+        and scheduled[0] is task
+        and clock._plain
+        and not clock._waits
+        and not clock._inside_io
+    ):
+        # The clock's _absorb would learn nothing from this task (a kit wait is inside the
+        # run): forget it, so that the task handed the turn is alone in the list in its turn.
+        scheduled.clear()
+        if kit[0][0] <= clock._ticks:
+            wake_next(clock, clock._ticks)
+    return parked
+
+
+def wake_next(clock: Any, now: int) -> bool:
+    """Wake the first kit wait due at or before tick ``now``; whether there was one.
+
+    Called by the clock from inside the run loop (an idle question or an instrument hook),
+    where ``trio.lowlevel.reschedule`` is allowed.  Entries of waits that were cancelled or
+    woken early are dropped on the way.
+    """
+    kit = clock._kit
+    while kit:
+        entry = kit[0]
+        if entry[0] > now:
+            return False
+        _heappop(kit)
+        parked = entry[2]
+        task = parked.task
+        if task is not None:
+            parked.task = None
+            _reschedule(task, _Value(True))
+            return True
+    return False
+
+
+def head(clock: Any) -> int | None:
+    """The tick of the first live kit wait, or None (dead entries on top are dropped)."""
+    kit = clock._kit
+    while kit:
+        entry = kit[0]
+        if entry[2].task is not None:
+            return int(entry[0])
+        _heappop(kit)
+    return None
+
+
+def sleep(clock: Any, ticks: int, task: trio.lowlevel.Task) -> Parked | None:
+    """Start the calling ``task``'s wait until tick ``ticks`` on ``clock``.
+
+    None: no wait is needed (the tick is not in the future, or the clock jumped there in
+    place, see :func:`jump_in_place`); go on at once.  Otherwise the task is queued
+    (:func:`park`): await the result's :meth:`Parked.wait` right away.  One call for the
+    toolkit's hot loops (a vehicle step, a timer dispatch).
+
+    The caller awaits ``trio.lowlevel.checkpoint_if_cancelled()`` just before (it raises a
+    pending cancellation and never suspends otherwise): a cancelled task must not move time.
+    """
+    if clock._rate:
+        if ticks <= to_ticks(clock._anchor.virtual()):
+            return None
+    elif ticks <= clock._ticks or jump_in_place(clock, ticks, task):
+        return None
+    return park(clock, ticks, task)
+
+
+def fresh(clock: Any) -> None:
+    """Forget the in-place verdict of this loop round: call it where the waiting task may just
+    have entered a cancel scope with a deadline (``with trio.fail_after(5): await
+    timer.run(...)``), which the per-round ``current_statistics()`` read has not seen."""
+    clock._kit_round = -1
+
+
+def jump_in_place(clock: Any, ticks: int, task: trio.lowlevel.Task) -> bool:
+    """Move ``clock`` to tick ``ticks`` now if the run's next rounds would do only that.
+
+    True: the clock reads ``ticks`` and the calling ``task`` goes on at once (it must not
+    suspend for this wait).  False: :func:`park` it.  See the module notes for the rule; the
+    cheap refusals come first.
+    """
+    if not clock._plain or clock._waits or clock._inside_io or clock._error is not None:
+        return False
+    scheduled = clock._scheduled
+    if len(scheduled) != 1 or scheduled[0] is not task or ticks <= clock._ticks:
+        return False
+    kit = clock._kit
+    if kit and kit[0][0] <= ticks:
+        return False  # another kit wait (perhaps a dead entry: the round drops it) comes first
+    clock._kit_skipped += 1
+    if not clock._kit_skipped & (ROUND_EVERY - 1):
+        return False
+    if clock._kit_round != clock._rounds:
+        clock._kit_round = clock._rounds
+        stats = _current_statistics()
+        if stats.run_sync_soon_queue_size or _active_thread_count():
+            clock._kit_limit = -1.0  # something from another thread: take the round
+        else:
+            clock._kit_limit = clock._now + stats.seconds_to_next_deadline
+    seconds = ticks / TICKS_PER_SECOND
+    if not seconds * NOISE < clock._kit_limit:
+        return False
+    clock._ticks = ticks
+    if seconds > clock._now:
+        clock._now = seconds
+    clock._jumps += 1
+    return True
