@@ -332,3 +332,42 @@ def test_same_instant_order_is_the_same_on_asyncio_and_trio() -> None:
     for _ in range(5):
         assert virtualtime.anyio_run(scenario, backend="trio") == on_asyncio
     assert len(on_asyncio) == 3 * (4 + 6)
+
+
+async def _fleet_log() -> Log:
+    import anyio
+
+    log: Log = []
+
+    def ended(van: sim.Vehicle[Any], outcome: sim.JourneyOutcome[Any]) -> None:
+        log.append((anyio.current_time(), f"{van.name} {outcome.status.name}"))
+
+    fleet = sim.Fleet()
+    vans = [
+        fleet.add(
+            sim.Vehicle(
+                sim.Euclidean(),
+                position=(0.0, 0.0),
+                velocity=1.0,
+                step_size=1.0,
+                on_journey_ended=ended,
+                name=f"van{k}",
+            )
+        )
+        for k in range(4)
+    ]
+    async with fleet:
+        for round_ in range(3):  # every van arrives at the same instants, or is halted
+            for k, van in enumerate(reversed(vans) if round_ % 2 else vans):
+                van.travel_to((2.0 * (round_ + 1), 1.0) if k % 2 else (1.0 - round_, 0.0))
+            await anyio.sleep(2.5)
+            vans[round_].halt()
+    return log
+
+
+def test_a_fleet_logs_the_same_on_asyncio_and_trio() -> None:
+    on_asyncio = virtualtime.anyio_run(_fleet_log, backend="asyncio")
+    for _ in range(5):
+        assert virtualtime.anyio_run(_fleet_log, backend="trio") == on_asyncio
+    assert len(on_asyncio) == 10
+    assert on_asyncio[4:6] == [(4.736067977, "van3 ARRIVED"), (4.736067977, "van1 ARRIVED")]

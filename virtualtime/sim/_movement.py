@@ -797,7 +797,14 @@ class Vehicle(Generic[P]):
         self._step = step
         token = object()
         self._driver = token
-        group.start_soon(self._drive, token, name=f"virtualtime.sim vehicle {self.name}")
+        order = 0
+        if asyncio_loop() is None:
+            # trio starts the tasks of one turn in random order: a virtualtime clock queues
+            # the journey's first step in the order of the commands instead (as asyncio does).
+            reserve = getattr(trio_module().lowlevel.current_clock(), "_vt_reserve", None)
+            if reserve is not None:
+                order = reserve()
+        group.start_soon(self._drive, token, order, name=f"virtualtime.sim vehicle {self.name}")
         return journey
 
     def _stop_driver(self) -> None:
@@ -810,7 +817,7 @@ class Vehicle(Generic[P]):
         if future is not None and not future.done():
             future.set_result(None)
 
-    async def _drive(self, token: object) -> None:
+    async def _drive(self, token: object, order: int = 0) -> None:
         """The vehicle's own task for one journey: sleep to each step end, apply it, re-plan."""
         loop = asyncio_loop()
         trio: Any = trio_module() if loop is None else None
@@ -854,7 +861,8 @@ class Vehicle(Generic[P]):
                     # A kit wait that _stop_driver ends early, or no wait at all when the
                     # step has ended already or nothing else can happen before its end.
                     await if_cancelled()  # a cancelled task moves no time
-                    parked = kit_sleep(step.end, task)
+                    parked = kit_sleep(step.end, task, order)
+                    order = 0
                     if parked is not None:
                         self._sleep_scope = parked
                         try:

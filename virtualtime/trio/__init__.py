@@ -495,6 +495,7 @@ class VirtualClock(trio.abc.Clock):
     _vt_jump_in_place = _park.jump_in_place
     _vt_sleep = _park.sleep
     _vt_fresh = _park.fresh
+    _vt_reserve = _park.reserve
 
     # ------------------------------------------------------------ trio.abc.Clock
 

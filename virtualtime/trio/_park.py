@@ -70,6 +70,7 @@ __all__ = [
     "head",
     "jump_in_place",
     "park",
+    "reserve",
     "sleep",
     "wake_next",
 ]
@@ -125,7 +126,17 @@ class Parked:
         return result
 
 
-def park(clock: Any, ticks: int, task: trio.lowlevel.Task) -> Parked:
+def reserve(clock: Any) -> int:
+    """A place in the first-come first-served order at one instant, taken now for a wait
+    that will start later (pass it to :func:`sleep` as ``order``).  The toolkit takes one
+    when a vehicle is commanded: trio starts the tasks of one turn in random order, and the
+    order of commands is the one the asyncio loop keeps."""
+    clock._kit_count += 1
+    count: int = clock._kit_count
+    return count
+
+
+def park(clock: Any, ticks: int, task: trio.lowlevel.Task, order: int = 0) -> Parked:
     """Queue ``task`` (the calling task) on ``clock`` until tick ``ticks``; await the result's
     :meth:`Parked.wait` right away.
 
@@ -134,9 +145,11 @@ def park(clock: Any, ticks: int, task: trio.lowlevel.Task) -> Parked:
     here -- what the clock's next idle question would do, without asking it.
     """
     parked = Parked(task)
-    clock._kit_count += 1
+    if not order:
+        clock._kit_count += 1
+        order = clock._kit_count
     kit = clock._kit
-    _heappush(kit, (ticks, clock._kit_count, parked))
+    _heappush(kit, (ticks, order, parked))
     scheduled = clock._scheduled
     if (
         len(scheduled) == 1
@@ -186,13 +199,14 @@ def head(clock: Any) -> int | None:
     return None
 
 
-def sleep(clock: Any, ticks: int, task: trio.lowlevel.Task) -> Parked | None:
+def sleep(clock: Any, ticks: int, task: trio.lowlevel.Task, order: int = 0) -> Parked | None:
     """Start the calling ``task``'s wait until tick ``ticks`` on ``clock``.
 
     None: no wait is needed (the tick is not in the future, or the clock jumped there in
     place, see :func:`jump_in_place`); go on at once.  Otherwise the task is queued
     (:func:`park`): await the result's :meth:`Parked.wait` right away.  One call for the
-    toolkit's hot loops (a vehicle step, a timer dispatch).
+    toolkit's hot loops (a vehicle step, a timer dispatch).  ``order``: a place taken
+    earlier with :func:`reserve` (0: the wait queues behind every wait parked so far).
 
     The caller awaits ``trio.lowlevel.checkpoint_if_cancelled()`` just before (it raises a
     pending cancellation and never suspends otherwise): a cancelled task must not move time.
@@ -202,7 +216,7 @@ def sleep(clock: Any, ticks: int, task: trio.lowlevel.Task) -> Parked | None:
             return None
     elif ticks <= clock._ticks or jump_in_place(clock, ticks, task):
         return None
-    return park(clock, ticks, task)
+    return park(clock, ticks, task, order)
 
 
 def fresh(clock: Any) -> None:
