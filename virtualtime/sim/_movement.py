@@ -830,6 +830,7 @@ class Vehicle(Generic[P]):
                 running._vt_fresh()
                 task = trio.lowlevel.current_task()
                 if_cancelled = trio.lowlevel.checkpoint_if_cancelled
+                arrive = running._vt_arrive
         try:
             while self._driver is token:
                 step = self._step
@@ -860,10 +861,12 @@ class Vehicle(Generic[P]):
                 if kit_sleep is not None:
                     # A kit wait that _stop_driver ends early, or no wait at all when the
                     # step has ended already or nothing else can happen before its end.
-                    await if_cancelled()  # a cancelled task moves no time
                     parked = kit_sleep(step.end, task, order)
                     order = 0
-                    if parked is not None:
+                    if parked is None:
+                        await if_cancelled()  # a cancelled task moves no time
+                        arrive(step.end)  # in place, or the step has ended already
+                    else:
                         self._sleep_scope = parked
                         try:
                             await parked.wait()

@@ -509,6 +509,7 @@ class Timer:
                 running._vt_fresh()  # the caller may just have entered a fail_after
                 trio_task = trio.lowlevel.current_task()
                 if_cancelled = trio.lowlevel.checkpoint_if_cancelled
+                arrive = running._vt_arrive
         heap = self._heap
         try:
             now = to_ticks(clock())
@@ -524,12 +525,10 @@ class Timer:
                     # does the next instant when nothing else could run before it.
                     if loop is not None and jump_to(loop, due, task):
                         now = due
-                    elif (
-                        kit_sleep is not None
-                        and await if_cancelled() is None  # a cancelled task moves no time
-                        and (parked := kit_sleep(due, trio_task)) is None
-                    ):
-                        now = due  # jumped in place (or due already)
+                    elif kit_sleep is not None and (parked := kit_sleep(due, trio_task)) is None:
+                        await if_cancelled()  # a cancelled task moves no time
+                        arrive(due)  # in place (nothing else can happen first), or due already
+                        now = due
                     else:
                         if loop is not None:
                             awake = await self._sleep_asyncio(loop, due)

@@ -86,6 +86,14 @@ clock to make the main task raise an exception of its choosing -- trio only offe
 cancellation, which would surface as a bare ``trio.Cancelled`` -- so the clock then just
 sleeps (no CPU) until something outside wakes trio, exactly as trio does with its real clock.
 
+Kit waits
+---------
+The simulation toolkit (``virtualtime.sim``: ``Timer``, vehicles) sleeps on this clock without
+a cancel scope: the task parks (``trio.lowlevel.wait_task_rescheduled``) in a heap the clock
+owns and treats as one more deadline, or -- when it is the only thing that can happen before
+its instant -- the clock jumps in place and the task does not suspend at all.  The rules, the
+order at one instant and the one limit are in :mod:`virtualtime.trio._park`.
+
 Driving verbs
 -------------
 ``virtualtime.settle/step/evolve/run_until/fast_forward`` (awaitable) and ``virtualtime.now/
@@ -178,7 +186,6 @@ _MARKS: typing.Final[dict[types.CodeType, int]] = {
     trio.lowlevel.ParkingLot.park.__code__: _W_INSIDE,
     trio.MemoryReceiveChannel.receive.__code__: _W_INSIDE,
     trio.MemorySendChannel.send.__code__: _W_INSIDE,
-    _park.Parked.wait.__code__: _W_INSIDE,
 }
 
 # How a file descriptor a task waits on relates to the world outside this run.
@@ -311,7 +318,9 @@ class VirtualClock(trio.abc.Clock):
 
     :meth:`jump` (alias :meth:`fast_forward`) moves time forward by hand; time never goes
     backwards.  Same-instant wake-ups run in trio's (deliberately randomised) order: the
-    first-in first-out promise is the asyncio loop's, not trio's.
+    first-in first-out promise is the asyncio loop's, not trio's -- except for the waits of
+    the simulation toolkit (``virtualtime.sim``), which this clock queues itself, first come
+    first served, after trio's own deadlines at the same instant (see ``_park.py``).
     """
 
     def __init__(
@@ -491,9 +500,8 @@ class VirtualClock(trio.abc.Clock):
     # The toolkit (virtualtime.sim) may not import this package; it finds these on the
     # running clock instead (see _park.py: the primitive, the ordering rule, the in-place rule).
 
-    _vt_park = _park.park
-    _vt_jump_in_place = _park.jump_in_place
     _vt_sleep = _park.sleep
+    _vt_arrive = _park.arrive
     _vt_fresh = _park.fresh
     _vt_reserve = _park.reserve
 
@@ -947,7 +955,10 @@ class _ClockInstrument(trio.abc.Instrument):
     def after_io_wait(self, timeout: float) -> None:
         clock = self._clock
         clock._rounds += 1
-        if clock._plan == _PLAN_POLL:
+        plan = clock._plan
+        if not plan:
+            return  # a turn with nothing planned (a busy run, a kit wait handed on)
+        if plan == _PLAN_POLL:
             # The fast path of every jump, inlined: jump unless the poll woke a task.
             clock._plan = _NO_PLAN
             if clock._scheduled:

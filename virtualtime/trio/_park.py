@@ -14,10 +14,11 @@ through trio's public API only:
   reaches a parked task through its abort function (the heap entry is dropped lazily), so
   timeouts, ``Ctrl-C`` and the clock's deadlock clean-up work as around any trio wait.
   ``handle.cancel()`` wakes the task early (the wait then returns False).
-* :func:`jump_in_place`: when the waiting task is the only thing that can happen before its
-  instant, the next loop round would do nothing but jump there and wake it; the clock jumps
-  in place and the task goes on without suspending (the asyncio loop's toolkit does the same,
-  ``virtualtime/sim/_fast.py``).  One wait in :data:`ROUND_EVERY` takes the round anyway.
+* :func:`can_jump_in_place` and :func:`arrive`: when the waiting task is the only thing that
+  can happen before its instant, the next loop round would do nothing but jump there and wake
+  it; the clock jumps in place and the task goes on without suspending (the toolkit does the
+  same on the asyncio loop, ``virtualtime/sim/_fast.py``).  One wait in :data:`ROUND_EVERY`
+  takes the round anyway.
 
 The ordering rule at one instant
 --------------------------------
@@ -53,6 +54,7 @@ at once.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Awaitable
 from typing import Any, Final
 
 import outcome
@@ -66,9 +68,10 @@ __all__ = [
     "NOISE",
     "ROUND_EVERY",
     "Parked",
+    "arrive",
+    "can_jump_in_place",
     "fresh",
     "head",
-    "jump_in_place",
     "park",
     "reserve",
     "sleep",
@@ -119,11 +122,11 @@ class Parked:
         self.task = None  # the heap entry is dropped when it reaches the top
         return _SUCCEEDED
 
-    async def wait(self) -> bool:
-        """Sleep until the tick (True) or until :meth:`cancel` (False); a cancellation of the
-        task (a timeout, the run ending) raises ``trio.Cancelled`` as any trio wait."""
-        result: bool = await _wait_task_rescheduled(self._abort)
-        return result
+    def wait(self) -> Awaitable[bool]:
+        """Await it to sleep until the tick (True) or until :meth:`cancel` (False); a
+        cancellation of the task (a timeout, the run ending) raises ``trio.Cancelled`` as any
+        trio wait.  (trio's own wait, returned as is: one coroutine less per wait.)"""
+        return _wait_task_rescheduled(self._abort)
 
 
 def reserve(clock: Any) -> int:
@@ -202,21 +205,31 @@ def head(clock: Any) -> int | None:
 def sleep(clock: Any, ticks: int, task: trio.lowlevel.Task, order: int = 0) -> Parked | None:
     """Start the calling ``task``'s wait until tick ``ticks`` on ``clock``.
 
-    None: no wait is needed (the tick is not in the future, or the clock jumped there in
-    place, see :func:`jump_in_place`); go on at once.  Otherwise the task is queued
-    (:func:`park`): await the result's :meth:`Parked.wait` right away.  One call for the
-    toolkit's hot loops (a vehicle step, a timer dispatch).  ``order``: a place taken
-    earlier with :func:`reserve` (0: the wait queues behind every wait parked so far).
-
-    The caller awaits ``trio.lowlevel.checkpoint_if_cancelled()`` just before (it raises a
-    pending cancellation and never suspends otherwise): a cancelled task must not move time.
+    A :class:`Parked`: the task is queued (:func:`park`); await its :meth:`Parked.wait`
+    right away.  None: no need to park -- the tick is not in the future, or nothing else
+    can happen before it (:func:`can_jump_in_place`); then await
+    ``trio.lowlevel.checkpoint_if_cancelled()`` (a cancelled task must not move time; it never
+    suspends otherwise) and call :func:`arrive`.  One call for the toolkit's hot loops (a
+    vehicle step, a timer dispatch); ``order``: a place taken earlier with :func:`reserve`
+    (0: the wait queues behind every wait parked so far).
     """
     if clock._rate:
         if ticks <= to_ticks(clock._anchor.virtual()):
             return None
-    elif ticks <= clock._ticks or jump_in_place(clock, ticks, task):
+    elif ticks <= clock._ticks or can_jump_in_place(clock, ticks, task):
         return None
     return park(clock, ticks, task, order)
+
+
+def arrive(clock: Any, ticks: int) -> None:
+    """Move ``clock`` to tick ``ticks`` in place, after :func:`sleep` returned None (nothing
+    if the tick is not in the future)."""
+    if not clock._rate and ticks > clock._ticks:
+        clock._ticks = ticks
+        seconds = ticks / TICKS_PER_SECOND
+        if seconds > clock._now:
+            clock._now = seconds
+        clock._jumps += 1
 
 
 def fresh(clock: Any) -> None:
@@ -226,12 +239,11 @@ def fresh(clock: Any) -> None:
     clock._kit_round = -1
 
 
-def jump_in_place(clock: Any, ticks: int, task: trio.lowlevel.Task) -> bool:
-    """Move ``clock`` to tick ``ticks`` now if the run's next rounds would do only that.
-
-    True: the clock reads ``ticks`` and the calling ``task`` goes on at once (it must not
-    suspend for this wait).  False: :func:`park` it.  See the module notes for the rule; the
-    cheap refusals come first.
+def can_jump_in_place(clock: Any, ticks: int, task: trio.lowlevel.Task) -> bool:
+    """Whether the run's next rounds would only move ``clock`` to tick ``ticks`` and wake the
+    calling ``task`` (then :func:`arrive` does it in place, and the task goes on without
+    suspending).  False: :func:`park` it.  See the module notes for the rule; the cheap
+    refusals come first.  Changes nothing but the counter of waits since a loop round.
     """
     if not clock._plain or clock._waits or clock._inside_io or clock._error is not None:
         return False
@@ -251,11 +263,4 @@ def jump_in_place(clock: Any, ticks: int, task: trio.lowlevel.Task) -> bool:
             clock._kit_limit = -1.0  # something from another thread: take the round
         else:
             clock._kit_limit = clock._now + stats.seconds_to_next_deadline
-    seconds = ticks / TICKS_PER_SECOND
-    if not seconds * NOISE < clock._kit_limit:
-        return False
-    clock._ticks = ticks
-    if seconds > clock._now:
-        clock._now = seconds
-    clock._jumps += 1
-    return True
+    return bool(ticks / TICKS_PER_SECOND * NOISE < clock._kit_limit)
