@@ -85,6 +85,8 @@ from ..trace import Category, record_span, recording, register_category
 from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
 
+_GEOMETRY_MODULE: Final = Geometry.__module__
+
 __all__ = [
     "Fleet",
     "Journey",
@@ -831,6 +833,7 @@ class Vehicle(Generic[P]):
                 task = trio.lowlevel.current_task()
                 if_cancelled = trio.lowlevel.checkpoint_if_cancelled
                 arrive = running._vt_arrive
+                quiet = self._quiet_step_end
         try:
             while self._driver is token:
                 step = self._step
@@ -861,9 +864,9 @@ class Vehicle(Generic[P]):
                 if kit_sleep is not None:
                     # A kit wait that _stop_driver ends early, or no wait at all when the
                     # step has ended already or nothing else can happen before its end.
-                    parked = kit_sleep(step.end, task, order)
-                    order = 0
+                    parked = kit_sleep(step.end, task, order, quiet)
                     if parked is None:
+                        order = 0
                         await if_cancelled()  # a cancelled task moves no time
                         arrive(step.end)  # in place, or the step has ended already
                     else:
@@ -873,6 +876,7 @@ class Vehicle(Generic[P]):
                         finally:
                             if self._sleep_scope is parked:
                                 self._sleep_scope = None
+                        order = parked.order  # our place for the next step (see _park.py)
                     if self._driver is not token or self._step is not step:
                         return
                     self._step_ended(step)
@@ -897,6 +901,23 @@ class Vehicle(Generic[P]):
                 finally:
                     self._closing = False
             raise
+
+    def _quiet_step_end(self) -> bool:
+        """Whether ending the current step will touch nothing but this vehicle: not the last
+        step of the leg, no redirect pending, no continuation gate, a fixed speed, one of the
+        toolkit's geometries (no user code runs), so it may share a trio loop turn with other
+        such steps (asked by a virtualtime trio clock when the step's kit wait comes due)."""
+        step = self._step
+        leg = self._leg
+        return (
+            step is not None
+            and leg is not None
+            and not self._superseded
+            and self._gate is None
+            and type(self._velocity) is float
+            and step.done_after < leg.length - ARRIVAL_TOLERANCE
+            and type(self._geometry).__module__ == _GEOMETRY_MODULE
+        )
 
     def _step_ended(self, step: _Step[P]) -> None:
         leg = self._leg

@@ -54,7 +54,7 @@ at once.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import outcome
@@ -105,11 +105,16 @@ class Parked:
     end the sleep the same way.
     """
 
-    __slots__ = ("task",)
+    __slots__ = ("order", "quiet", "task")
 
-    def __init__(self, task: trio.lowlevel.Task) -> None:
+    def __init__(self, task: trio.lowlevel.Task, quiet: Callable[[], bool] | None = None) -> None:
         self.task: trio.lowlevel.Task | None = task
         """The parked task; None once it was woken, woken early, or cancelled."""
+        self.quiet = quiet
+        """Asked when the wait comes due: True if what the task does next touches nothing but
+        its own state (see :func:`wake_next`)."""
+        self.order = 0
+        """Set when the clock wakes the task: its place for its next wait (see :func:`sleep`)."""
 
     def cancel(self) -> None:
         """Wake the task now (its :meth:`wait` returns False); nothing if it is not parked."""
@@ -139,7 +144,13 @@ def reserve(clock: Any) -> int:
     return count
 
 
-def park(clock: Any, ticks: int, task: trio.lowlevel.Task, order: int = 0) -> Parked:
+def park(
+    clock: Any,
+    ticks: int,
+    task: trio.lowlevel.Task,
+    order: int = 0,
+    quiet: Callable[[], bool] | None = None,
+) -> Parked:
     """Queue ``task`` (the calling task) on ``clock`` until tick ``ticks``; await the result's
     :meth:`Parked.wait` right away.
 
@@ -147,7 +158,7 @@ def park(clock: Any, ticks: int, task: trio.lowlevel.Task, order: int = 0) -> Pa
     run is idle again as soon as it parks), the next kit wait due now is handed the turn
     here -- what the clock's next idle question would do, without asking it.
     """
-    parked = Parked(task)
+    parked = Parked(task, quiet)
     if not order:
         clock._kit_count += 1
         order = clock._kit_count
@@ -175,6 +186,14 @@ def wake_next(clock: Any, now: int) -> bool:
     Called by the clock from inside the run loop (an idle question or an instrument hook),
     where ``trio.lowlevel.reschedule`` is allowed.  Entries of waits that were cancelled or
     woken early are dropped on the way.
+
+    Quiet waits share a loop turn.  A wait parked with ``quiet`` whose ``quiet()`` says True
+    when it comes due (a vehicle's step that only moves the vehicle: no callback, no arrival,
+    no redirect) is woken together with the quiet waits that follow it at that instant, up to
+    the first that is not: trio runs them in either order, which nobody can tell apart, since
+    each touches only its own vehicle and nothing else runs in that turn.  Each woken wait
+    gets its place for its next wait (:attr:`Parked.order`) here, in first-come first-served
+    order, so the order stays the same as if they had run one by one.
     """
     kit = clock._kit
     while kit:
@@ -184,10 +203,31 @@ def wake_next(clock: Any, now: int) -> bool:
         _heappop(kit)
         parked = entry[2]
         task = parked.task
-        if task is not None:
-            parked.task = None
-            _reschedule(task, _Value(True))
+        if task is None:
+            continue
+        parked.task = None
+        clock._kit_count += 1
+        parked.order = clock._kit_count
+        _reschedule(task, _Value(True))
+        quiet = parked.quiet
+        if quiet is None or not quiet():
             return True
+        while kit:  # the quiet waits right behind it join its turn
+            entry = kit[0]
+            if entry[0] > now:
+                break
+            parked = entry[2]
+            task = parked.task
+            if task is not None:
+                quiet = parked.quiet
+                if quiet is None or not quiet():
+                    break
+                parked.task = None
+                clock._kit_count += 1
+                parked.order = clock._kit_count
+                _reschedule(task, _Value(True))
+            _heappop(kit)
+        return True
     return False
 
 
@@ -202,7 +242,13 @@ def head(clock: Any) -> int | None:
     return None
 
 
-def sleep(clock: Any, ticks: int, task: trio.lowlevel.Task, order: int = 0) -> Parked | None:
+def sleep(
+    clock: Any,
+    ticks: int,
+    task: trio.lowlevel.Task,
+    order: int = 0,
+    quiet: Callable[[], bool] | None = None,
+) -> Parked | None:
     """Start the calling ``task``'s wait until tick ``ticks`` on ``clock``.
 
     A :class:`Parked`: the task is queued (:func:`park`); await its :meth:`Parked.wait`
@@ -210,15 +256,16 @@ def sleep(clock: Any, ticks: int, task: trio.lowlevel.Task, order: int = 0) -> P
     can happen before it (:func:`can_jump_in_place`); then await
     ``trio.lowlevel.checkpoint_if_cancelled()`` (a cancelled task must not move time; it never
     suspends otherwise) and call :func:`arrive`.  One call for the toolkit's hot loops (a
-    vehicle step, a timer dispatch); ``order``: a place taken earlier with :func:`reserve`
-    (0: the wait queues behind every wait parked so far).
+    vehicle step, a timer dispatch); ``order``: a place taken earlier with :func:`reserve`,
+    or the :attr:`Parked.order` the previous wait was woken with (0: the wait queues behind
+    every wait parked so far); ``quiet``: see :func:`wake_next`.
     """
     if clock._rate:
         if ticks <= to_ticks(clock._anchor.virtual()):
             return None
     elif ticks <= clock._ticks or can_jump_in_place(clock, ticks, task):
         return None
-    return park(clock, ticks, task, order)
+    return park(clock, ticks, task, order, quiet)
 
 
 def arrive(clock: Any, ticks: int) -> None:
