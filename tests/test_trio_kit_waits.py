@@ -424,7 +424,8 @@ def test_quiet_steps_at_one_instant_share_a_loop_turn() -> None:
         rounds = clock._rounds
         async with sim.Fleet(*vans):
             journeys = [van.travel_to((50.0, van.position[1])) for van in vans]
-        return clock._rounds - rounds, [j.outcome.ended for j in journeys]
+        outcomes = [journey.outcome for journey in journeys]
+        return clock._rounds - rounds, [o.ended if o is not None else -1.0 for o in outcomes]
 
     rounds, ended = virtualtime.trio.run(main, clock=clock)
     assert ended == [50.0] * 20

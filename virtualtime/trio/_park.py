@@ -25,7 +25,9 @@ The ordering rule at one instant
 * Among kit waits: first come, first served (by the order the waits were parked), one at a
   time -- the next one is woken when everything the previous one set off at that instant has
   run (the run is idle again).  trio randomises the order of tasks woken in the same loop
-  round; waking kit waits one by one keeps their order fixed.
+  round; waking kit waits one by one keeps their order fixed.  Quiet waits (see
+  :func:`wake_next`: vehicle steps that touch nothing but their vehicle) due together share
+  one round, which nobody can tell apart from one by one.
 * Against trio's own deadlines (``trio.sleep``, ``move_on_after``...) due at the same instant
   (within float noise): trio's deadlines fire first; the kit waits at that instant wake once
   the tasks those deadlines woke are idle again.
@@ -37,18 +39,21 @@ nothing outside the run pending (no worker thread, child, outside socket, no tas
 descriptor or in ``wait_all_tasks_blocked``); the calling task the only one made runnable since
 the run was last idle (the clock's instrument records every ``reschedule``, so a task the
 caller woke, started or cancelled is seen); no kit wait due at or before the instant; trio's
-next deadline strictly later (``current_statistics()``, read once per loop round -- it costs
-as much as ten cheap checks); no callback queued from another thread (same read); and the
-calling task's effective deadline strictly later and no cancellation pending for it
-(``trio.current_effective_deadline()``, read every time: the task may just have entered a
-``fail_after`` or cancelled its own scope).
+next deadline strictly later (``current_statistics()``: read once per loop round, and again
+after :func:`fresh`, which the toolkit calls at each ``Timer.run`` and each journey, so a
+``fail_after`` entered around them is seen; the read costs as much as ten cheap checks); no
+callback queued from another thread (same read); and no cancellation pending for the task
+(``trio.lowlevel.checkpoint_if_cancelled()``, awaited by the caller every time -- an action
+may just have cancelled the scope the timer runs in; ``trio.current_effective_deadline()``
+would say the same at ten times the cost in a deep stack of scopes).
 
 One thing trio gives no cheap public way to see: code running in the waiting task between
-two of its waits that moves *another* task's cancel-scope deadline earlier (``scope.deadline
-= ...`` on a scope some other task sleeps in), without any checkpoint in between.  That
-deadline is seen at the next loop round (at most :data:`ROUND_EVERY` waits later), not at
-once.  Cancelling another task's scope (``scope.cancel()``) reschedules that task and is seen
-at once.
+two of its waits (a timer action, a vehicle callback) that moves the deadline of an
+*existing* cancel scope earlier (``scope.deadline = ...``, on a scope around the timer or one
+another task sleeps in), with no checkpoint in between.  That deadline is seen at the next
+loop round (at most :data:`ROUND_EVERY` waits later), not at once.  Cancelling a scope
+(``scope.cancel()``) is seen at once: it reschedules the tasks sleeping in it, or is pending
+for the waiting task itself.
 """
 
 from __future__ import annotations
