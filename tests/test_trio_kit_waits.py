@@ -432,3 +432,47 @@ def test_quiet_steps_at_one_instant_share_a_loop_turn() -> None:
     # 20 vans x 50 steps: each instant's 49 quiet steps share one turn (the arrivals at 50
     # take a turn each) -- far fewer turns than the 1,000 steps.
     assert rounds < 200
+
+
+@pytest.mark.parametrize("mode", ["threshold", "rate"])
+def test_kit_waits_under_the_other_clock_modes(mode: str) -> None:
+    # The parked path only (no in-place jump outside pure virtual time).  real-time: the
+    # threshold run takes ~5 ms, the rate run 0.2 s (virtual 0.1 s at half speed).
+    log: Log = []
+
+    async def main() -> None:
+        timer = sim.Timer(sim.PeriodicAction(_logger(log, "tick"), start=0.02, period=0.02))
+        await timer.run(0.1)
+
+    clock = VirtualClock(rate=0.5) if mode == "rate" else VirtualClock(autojump_threshold=0.001)
+    virtualtime.trio.run(main, clock=clock)
+    times = [t for t, _ in log]
+    expected = [0.02, 0.04, 0.06, 0.08, 0.1]
+    if mode == "rate":  # real time flows: each instant is reached, late by less than a period
+        assert all(e <= t < e + 0.02 for t, e in zip(times, expected, strict=True))
+    else:
+        assert times == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_timer_changed_many_times_while_parked_keeps_the_heap_small() -> None:
+    clock = VirtualClock()
+    log: Log = []
+
+    async def main() -> int:
+        event = sim.PeriodicAction(_logger(log, "far"), start=1000, period=1000)
+        timer = sim.Timer(event)
+        nearer = sim.Timer(sim.PeriodicAction(_logger(log, "near"), start=500, period=1000))
+        largest = 0
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(nearer.run, 500)  # its wait heads the heap all along
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(timer.run, 1000)
+            for k in range(2000):
+                await trio.testing.wait_all_tasks_blocked()  # the timer is parked again
+                event.config(priority=k % 3)  # wakes it early; it parks anew
+                largest = max(largest, len(clock._kit))
+        return largest
+
+    largest = virtualtime.trio.run(main, clock=clock)
+    assert log == [(500.0, "near"), (1000.0, "far")]
+    assert largest < 600  # not 2,000: the entries of the woken waits are pruned

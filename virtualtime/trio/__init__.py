@@ -384,6 +384,7 @@ class VirtualClock(trio.abc.Clock):
         # whose current_statistics() the cached limit came from, and waits since a round.
         self._kit: list[tuple[int, int, _park.Parked]] = []
         self._kit_count = 0
+        self._kit_dead = 0  # entries of cancelled or woken-early waits still in the heap
         self._rounds = 0
         self._kit_round = -1
         self._kit_limit = -1.0
@@ -519,6 +520,7 @@ class VirtualClock(trio.abc.Clock):
         self._run_addresses.clear()
         self._probe_installed = False
         self._kit.clear()
+        self._kit_dead = 0
         self._plan_kit = -1
         self._kit_round = -1
         trio.lowlevel.add_instrument(self._instrument)

@@ -78,6 +78,7 @@ __all__ = [
     "fresh",
     "head",
     "park",
+    "prune",
     "reserve",
     "sleep",
     "wake_next",
@@ -91,6 +92,10 @@ callbacks and what the in-place check cannot see."""
 NOISE: Final = 1.0 + 16 * 2.0**-52
 """A trio deadline closer above an instant than this factor (8 ulps either way) is the same
 instant spelled in floats (trio computes ``now + delay``): it fires first."""
+
+_PRUNE_AT: Final = 256
+"""Dead heap entries (cancelled or woken-early waits) tolerated before pruning, if they are
+also more than half of the heap."""
 
 _heappush: Final = heapq.heappush
 _heappop: Final = heapq.heappop
@@ -110,9 +115,12 @@ class Parked:
     end the sleep the same way.
     """
 
-    __slots__ = ("order", "quiet", "task")
+    __slots__ = ("clock", "order", "quiet", "task")
 
-    def __init__(self, task: trio.lowlevel.Task, quiet: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self, clock: Any, task: trio.lowlevel.Task, quiet: Callable[[], bool] | None = None
+    ) -> None:
+        self.clock = clock
         self.task: trio.lowlevel.Task | None = task
         """The parked task; None once it was woken, woken early, or cancelled."""
         self.quiet = quiet
@@ -126,10 +134,12 @@ class Parked:
         task = self.task
         if task is not None:
             self.task = None
+            self.clock._kit_dead += 1
             _reschedule(task, _Value(False))
 
     def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
-        self.task = None  # the heap entry is dropped when it reaches the top
+        self.task = None  # the heap entry is dropped when it reaches the top (or pruned)
+        self.clock._kit_dead += 1
         return _SUCCEEDED
 
     def wait(self) -> Awaitable[bool]:
@@ -163,11 +173,13 @@ def park(
     run is idle again as soon as it parks), the next kit wait due now is handed the turn
     here -- what the clock's next idle question would do, without asking it.
     """
-    parked = Parked(task, quiet)
+    parked = Parked(clock, task, quiet)
     if not order:
         clock._kit_count += 1
         order = clock._kit_count
     kit = clock._kit
+    if clock._kit_dead > _PRUNE_AT and 2 * clock._kit_dead > len(kit):
+        prune(clock)
     _heappush(kit, (ticks, order, parked))
     scheduled = clock._scheduled
     if (
@@ -183,6 +195,16 @@ def park(
         if kit[0][0] <= clock._ticks:
             wake_next(clock, clock._ticks)
     return parked
+
+
+def prune(clock: Any) -> None:
+    """Drop the entries of waits cancelled or woken early (kept until they reach the top
+    otherwise: a timer changed many times while it sleeps towards a far instant, behind an
+    earlier wait, would pile them up)."""
+    kit = clock._kit
+    kit[:] = [entry for entry in kit if entry[2].task is not None]
+    heapq.heapify(kit)
+    clock._kit_dead = 0
 
 
 def wake_next(clock: Any, now: int) -> bool:
