@@ -10,7 +10,14 @@ Two workloads, each run once per backend in a fresh process, rounds interleaved,
   tour of 10 legs; cost per planned step.
 
 Backends: ``asyncio`` (``virtualtime.anyio_run(..., backend="asyncio")``) and ``trio``
-(``backend="trio"``, a :class:`virtualtime.trio.VirtualClock`).  Run by hand::
+(``backend="trio"``, a :class:`virtualtime.trio.VirtualClock`, on which the toolkit sleeps
+with kit waits: virtualtime/trio/_park.py).
+
+The figures of record for the toolkit on trio (issue 14 item 7, issue 16's trio rows) are the
+``sim.Timer, trio`` and ``sim.Fleet, trio`` rows of ``bench/bench_sim.py``, whose closing lines
+give trio / asyncio from one invocation.  This script is the quicker companion for working on
+the trio path: other workload shapes (periods 1..7, seeded tours) and ``--profile``.  Run by
+hand::
 
     .venv/bin/python bench/bench_sim_trio.py
     .venv/bin/python bench/bench_sim_trio.py --profile timer-trio
@@ -113,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.child or args.profile:
         workload, backend = (args.child or args.profile).split("-")
         profiler = cProfile.Profile() if args.profile else None
+        # Imports outside the measurement: trio's import alone costs more than a whole run.
+        import anyio  # noqa: F401
+        import trio  # noqa: F401
+
+        import virtualtime.trio  # noqa: F401
+        from virtualtime import sim  # noqa: F401
+
         gc.collect()
         cpu0 = time.process_time()
         if profiler:

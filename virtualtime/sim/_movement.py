@@ -85,6 +85,8 @@ from ..trace import Category, record_span, recording, register_category
 from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
 
+_GEOMETRY_MODULE: Final = Geometry.__module__
+
 __all__ = [
     "Fleet",
     "Journey",
@@ -414,7 +416,7 @@ class Vehicle(Generic[P]):
         self._leg: _Leg[P] | None = None
         self._step: _Step[P] | None = None
         self._driver: object | None = None
-        self._sleep_scope: Any = None  # a trio.CancelScope while a step sleeps on trio
+        self._sleep_scope: Any = None  # while a step sleeps on trio: a kit wait or CancelScope
         self._sleep_future: asyncio.Future[None] | None = None
         self._fleet: Fleet | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -797,7 +799,14 @@ class Vehicle(Generic[P]):
         self._step = step
         token = object()
         self._driver = token
-        group.start_soon(self._drive, token, name=f"virtualtime.sim vehicle {self.name}")
+        order = 0
+        if asyncio_loop() is None:
+            # trio starts the tasks of one turn in random order: a virtualtime clock queues
+            # the journey's first step in the order of the commands instead (as asyncio does).
+            reserve = getattr(trio_module().lowlevel.current_clock(), "_vt_reserve", None)
+            if reserve is not None:
+                order = reserve()
+        group.start_soon(self._drive, token, order, name=f"virtualtime.sim vehicle {self.name}")
         return journey
 
     def _stop_driver(self) -> None:
@@ -810,10 +819,21 @@ class Vehicle(Generic[P]):
         if future is not None and not future.done():
             future.set_result(None)
 
-    async def _drive(self, token: object) -> None:
+    async def _drive(self, token: object, order: int = 0) -> None:
         """The vehicle's own task for one journey: sleep to each step end, apply it, re-plan."""
         loop = asyncio_loop()
         trio: Any = trio_module() if loop is None else None
+        kit_sleep: Any = None
+        if trio is not None:
+            # A virtualtime trio clock's kit waits (virtualtime/trio/_park.py), if it is one.
+            running = trio.lowlevel.current_clock()
+            kit_sleep = getattr(running, "_vt_sleep", None)
+            if kit_sleep is not None:
+                running._vt_fresh()
+                task = trio.lowlevel.current_task()
+                if_cancelled = trio.lowlevel.checkpoint_if_cancelled
+                arrive = running._vt_arrive
+                quiet = self._quiet_step_end
         try:
             while self._driver is token:
                 step = self._step
@@ -841,8 +861,28 @@ class Vehicle(Generic[P]):
                         return
                     self._step_ended(step)
                     continue
-                # trio: one cancel scope whose deadline is the step's end; _stop_driver
-                # cancels it to wake the driver early.
+                if kit_sleep is not None:
+                    # A kit wait that _stop_driver ends early, or no wait at all when the
+                    # step has ended already or nothing else can happen before its end.
+                    parked = kit_sleep(step.end, task, order, quiet)
+                    if parked is None:
+                        order = 0
+                        await if_cancelled()  # a cancelled task moves no time
+                        arrive(step.end)  # in place, or the step has ended already
+                    else:
+                        self._sleep_scope = parked
+                        try:
+                            await parked.wait()
+                        finally:
+                            if self._sleep_scope is parked:
+                                self._sleep_scope = None
+                        order = parked.order  # our place for the next step (see _park.py)
+                    if self._driver is not token or self._step is not step:
+                        return
+                    self._step_ended(step)
+                    continue
+                # Another trio clock: one cancel scope whose deadline is the step's end;
+                # _stop_driver cancels it to wake the driver early.
                 scope = trio.CancelScope(deadline=to_seconds(step.end))
                 self._sleep_scope = scope
                 with scope:
@@ -861,6 +901,23 @@ class Vehicle(Generic[P]):
                 finally:
                     self._closing = False
             raise
+
+    def _quiet_step_end(self) -> bool:
+        """Whether ending the current step will touch nothing but this vehicle: not the last
+        step of the leg, no redirect pending, no continuation gate, a fixed speed, one of the
+        toolkit's geometries (no user code runs), so it may share a trio loop turn with other
+        such steps (asked by a virtualtime trio clock when the step's kit wait comes due)."""
+        step = self._step
+        leg = self._leg
+        return (
+            step is not None
+            and leg is not None
+            and not self._superseded
+            and self._gate is None
+            and type(self._velocity) is float
+            and step.done_after < leg.length - ARRIVAL_TOLERANCE
+            and type(self._geometry).__module__ == _GEOMETRY_MODULE
+        )
 
     def _step_ended(self, step: _Step[P]) -> None:
         leg = self._leg

@@ -288,7 +288,7 @@ class Timer:
         self._count = 0
         self._current: PeriodicAction | None = None
         self._running = False
-        self._sleep_scope: Any = None  # a trio.CancelScope while sleeping on trio
+        self._sleep_scope: Any = None  # while sleeping on trio: a kit wait or a CancelScope
         self._sleep_future: asyncio.Future[bool] | None = None
         self._observers: list[Callable[[float], object]] = []
         for event in events:
@@ -493,8 +493,23 @@ class Timer:
         limit = self._check_run(until)
         self._running = True
         loop = asyncio_loop()  # on asyncio, the fast path: a future and a loop timer
-        clock = loop.time if loop is not None else trio_module().current_time
-        task = _current_task() if loop is not None else None
+        kit_sleep: Any = None  # on a virtualtime trio clock: its kit waits
+        trio_task: Any = None
+        if loop is not None:
+            clock = loop.time
+            task = _current_task()
+        else:
+            trio = trio_module()
+            clock = trio.current_time
+            task = None
+            # A virtualtime trio clock's kit waits (virtualtime/trio/_park.py), if it is one.
+            running = trio.lowlevel.current_clock()
+            kit_sleep = getattr(running, "_vt_sleep", None)
+            if kit_sleep is not None:
+                running._vt_fresh()  # the caller may just have entered a fail_after
+                trio_task = trio.lowlevel.current_task()
+                if_cancelled = trio.lowlevel.checkpoint_if_cancelled
+                arrive = running._vt_arrive
         heap = self._heap
         try:
             now = to_ticks(clock())
@@ -510,9 +525,15 @@ class Timer:
                     # does the next instant when nothing else could run before it.
                     if loop is not None and jump_to(loop, due, task):
                         now = due
+                    elif kit_sleep is not None and (parked := kit_sleep(due, trio_task)) is None:
+                        await if_cancelled()  # a cancelled task moves no time
+                        arrive(due)  # in place (nothing else can happen first), or due already
+                        now = due
                     else:
                         if loop is not None:
                             awake = await self._sleep_asyncio(loop, due)
+                        elif kit_sleep is not None:
+                            awake = await self._sleep_parked(parked)
                         else:
                             awake = await self._sleep_until(due)
                         now = to_ticks(clock())
@@ -563,11 +584,23 @@ class Timer:
             handle.cancel()
             self._sleep_future = None
 
+    async def _sleep_parked(self, parked: Any) -> bool:
+        """:meth:`_sleep_until` on a virtualtime trio clock: a kit wait (parked on the
+        clock, see virtualtime/trio/_park.py) that a change of the queue ends early."""
+        self._sleep_scope = parked
+        try:
+            awake: bool = await parked.wait()
+            return awake
+        finally:
+            if self._sleep_scope is parked:
+                self._sleep_scope = None
+
     async def _sleep_until(self, ticks: int) -> bool:
         """Sleep until loop time ``ticks`` on trio; False if the queue changed meanwhile.
 
-        One trio cancel scope whose deadline is the wake-up (what ``trio.sleep_until`` does
-        inside), cancelled early by a change of the queue.
+        On another trio clock (MockClock, real time): one trio cancel scope whose deadline is
+        the wake-up (what ``trio.sleep_until`` does inside), cancelled early by a change of
+        the queue.
         """
         trio = trio_module()
         scope = trio.CancelScope(deadline=to_seconds(ticks))

@@ -86,6 +86,14 @@ clock to make the main task raise an exception of its choosing -- trio only offe
 cancellation, which would surface as a bare ``trio.Cancelled`` -- so the clock then just
 sleeps (no CPU) until something outside wakes trio, exactly as trio does with its real clock.
 
+Kit waits
+---------
+The simulation toolkit (``virtualtime.sim``: ``Timer``, vehicles) sleeps on this clock without
+a cancel scope: the task parks (``trio.lowlevel.wait_task_rescheduled``) in a heap the clock
+owns and treats as one more deadline, or -- when it is the only thing that can happen before
+its instant -- the clock jumps in place and the task does not suspend at all.  The rules, the
+order at one instant and the one limit are in :mod:`virtualtime.trio._park`.
+
 Driving verbs
 -------------
 ``virtualtime.settle/step/evolve/run_until/fast_forward`` (awaitable) and ``virtualtime.now/
@@ -112,6 +120,7 @@ import trio.testing
 
 from .. import _options
 from .._shared import _errors, _time
+from . import _park
 
 # No ``from x import y`` above: this module's public namespace is exactly ``__all__``.
 
@@ -309,7 +318,9 @@ class VirtualClock(trio.abc.Clock):
 
     :meth:`jump` (alias :meth:`fast_forward`) moves time forward by hand; time never goes
     backwards.  Same-instant wake-ups run in trio's (deliberately randomised) order: the
-    first-in first-out promise is the asyncio loop's, not trio's.
+    first-in first-out promise is the asyncio loop's, not trio's -- except for the waits of
+    the simulation toolkit (``virtualtime.sim``), which this clock queues itself, first come
+    first served, after trio's own deadlines at the same instant (see ``_park.py``).
     """
 
     def __init__(
@@ -366,7 +377,18 @@ class VirtualClock(trio.abc.Clock):
         self._plan_deadline = math.inf
         self._plan_wait = 0.0
         self._plan_immediate = False
+        self._plan_kit = -1  # the tick of the kit wait the planned jump goes to, or -1
         self._wait_started = 0.0
+        # Kit waits (virtualtime/trio/_park.py): a heap of (ticks, arrival, Parked), and the
+        # state of the in-place jump: loop rounds seen (counted by the instrument), the round
+        # whose current_statistics() the cached limit came from, and waits since a round.
+        self._kit: list[tuple[int, int, _park.Parked]] = []
+        self._kit_count = 0
+        self._kit_dead = 0  # entries of cancelled or woken-early waits still in the heap
+        self._rounds = 0
+        self._kit_round = -1
+        self._kit_limit = -1.0
+        self._kit_skipped = 0
         self._dormant = False
         self._guard: RunGuard[typing.Any] | None = None  # set only by RunGuard.guarded_main
         self._error: BaseException | None = None
@@ -475,6 +497,15 @@ class VirtualClock(trio.abc.Clock):
 
     fast_forward = jump
 
+    # ------------------------------------------------------------ kit waits
+    # The toolkit (virtualtime.sim) may not import this package; it finds these on the
+    # running clock instead (see _park.py: the primitive, the ordering rule, the in-place rule).
+
+    _vt_sleep = _park.sleep
+    _vt_arrive = _park.arrive
+    _vt_fresh = _park.fresh
+    _vt_reserve = _park.reserve
+
     # ------------------------------------------------------------ trio.abc.Clock
 
     def start_clock(self) -> None:
@@ -488,6 +519,10 @@ class VirtualClock(trio.abc.Clock):
         self._inside_io.clear()
         self._run_addresses.clear()
         self._probe_installed = False
+        self._kit.clear()
+        self._kit_dead = 0
+        self._plan_kit = -1
+        self._kit_round = -1
         trio.lowlevel.add_instrument(self._instrument)
         if self._patch is not None and not self._patch.active:
             self._patch.__enter__()
@@ -507,6 +542,21 @@ class VirtualClock(trio.abc.Clock):
         """
         if self._scheduled:
             self._absorb()
+        self._plan_kit = -1
+        if self._kit:
+            # Kit waits are deadlines too; one due now is woken (one at a time: FIFO).
+            head = _park.head(self)
+            if head is not None:
+                now = self._ticks if not self._rate else _time.to_ticks(self._anchor.virtual())
+                if head <= now and not deadline <= self.current_time():  # trio's due: first
+                    _park.wake_next(self, now)
+                    self._plan = _NO_PLAN
+                    self._dormant = False
+                    return 0.0
+                seconds = head / _time.TICKS_PER_SECOND
+                if seconds * _park.NOISE < deadline:  # trio's deadlines first at one instant
+                    deadline = seconds
+                    self._plan_kit = head
         if self._plain and not self._waits and self._error is None:
             # The fast path of every jump: pure virtual time, nothing outside, nobody idle.
             if deadline <= self._now:
@@ -780,7 +830,20 @@ class VirtualClock(trio.abc.Clock):
             self._advance_to(self._plan_deadline)
 
     def _advance_to(self, deadline: float) -> None:
-        """Jump to ``deadline``: the tick it means, reported as no earlier than ``deadline``."""
+        """Jump to ``deadline``: the tick it means, reported as no earlier than ``deadline``.
+
+        A jump planned to a kit wait goes to its exact tick and wakes it.
+        """
+        kit = self._plan_kit
+        if kit >= 0:
+            self._plan_kit = -1
+            if kit > self._ticks:
+                self._ticks = kit
+                self._now = max(kit / _time.TICKS_PER_SECOND, self._now)
+            self._jumps += 1
+            self._hold_since = None
+            _park.wake_next(self, self._ticks)
+            return
         ticks, self._residue = _ticks_until(deadline, self._now, self._residue)
         self._ticks += ticks
         self._now = max(_time.to_seconds(self._ticks), deadline, self._now)
@@ -862,6 +925,8 @@ class VirtualClock(trio.abc.Clock):
         self._waits.clear()
         self._inside_io.clear()
         self._run_addresses.clear()
+        self._kit.clear()
+        self._plan_kit = -1
         if self._layers:
             _options.closed(self, self._layers)
 
@@ -891,12 +956,18 @@ class _ClockInstrument(trio.abc.Instrument):
 
     def after_io_wait(self, timeout: float) -> None:
         clock = self._clock
-        if clock._plan == _PLAN_POLL:
+        clock._rounds += 1
+        plan = clock._plan
+        if not plan:
+            return  # a turn with nothing planned (a busy run, a kit wait handed on)
+        if plan == _PLAN_POLL:
             # The fast path of every jump, inlined: jump unless the poll woke a task.
             clock._plan = _NO_PLAN
             if clock._scheduled:
                 return
             deadline = clock._plan_deadline
+            if clock._plan_kit >= 0:
+                deadline = math.inf  # to a kit wait: _advance_to goes to its tick
             if deadline < _FINE_LIMIT:
                 # Floats finer than a tick: _ticks_until's carried rounding, inlined.
                 scaled = (deadline - clock._now) * _time.TICKS_PER_SECOND
@@ -1241,9 +1312,11 @@ def _now(clock: VirtualClock) -> float:
 
 
 def _peek(clock: VirtualClock) -> float:
-    """Virtual time of the next pending deadline, or ``math.inf``."""
+    """Virtual time of the next pending deadline (or kit wait), or ``math.inf``."""
     gap = trio.lowlevel.current_statistics().seconds_to_next_deadline
-    return math.inf if gap == math.inf else clock.current_time() + gap
+    found = math.inf if gap == math.inf else clock.current_time() + gap
+    head = _park.head(clock)
+    return found if head is None else min(found, head / _time.TICKS_PER_SECOND)
 
 
 async def _settle(clock: VirtualClock) -> float:
