@@ -140,6 +140,9 @@ _CREEP_AFTER: Final = 8
 """Rounds at one instant that may fire ``call_at`` timers re-armed at that very instant,
 after which time creeps forward one tick (see ``VirtualEventLoop._vt_rearmed_round``)."""
 
+JUMP_ROUND_EVERY: Final = 256
+"""At most this many waits in a row skip their loop round (``_vt_jump_to``; a power of two)."""
+
 _InvalidStateError: Final = asyncio.InvalidStateError
 _WAITER: Final = WAITER
 _Future: Final = asyncio.Future
@@ -571,6 +574,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_rearm_tick = -1
         self._vt_rearm_rounds = 0
         self._vt_creeping = (-2, 0)
+        # Waits that skipped their loop round (_vt_jump_to), counted to take one in
+        # _JUMP_ROUND_EVERY anyway.
+        self._vt_skipped = 0
         self._vt_drives: list[tuple[int, int, _Drive]] = []
         self._vt_target: asyncio.Future[Any] | None = None
         self._vt_fired = 0
@@ -899,6 +905,52 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         _heappush(self._vt_heap, (ticks, priority, seq, future))
         if self._vt_history is not None:
             self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
+
+    def _vt_jump_to(self, ticks: int, task: asyncio.Task[Any] | None) -> bool:
+        """Move the clock to tick ``ticks`` now if the next round would do only that.
+
+        For a wait made by ``task`` (None: the current task) that is about to suspend until
+        ``ticks``: when nothing is ready, no timer or drive comes due before or at ``ticks``,
+        time is on the fast path (autojump, no rate, no threshold, no history, not debug)
+        and nothing outside the loop can deliver, the next round would only jump to
+        ``ticks`` and wake this task.  Then the clock moves here and True says "go on at
+        once, without suspending"; False says "wait the ordinary way".  One wait in
+        :data:`JUMP_ROUND_EVERY` (counted per loop) takes the round anyway, so a model that
+        never needs the loop still lets it deliver ``Ctrl-C`` and cancellations.  The sim
+        kit's waits (``virtualtime.sim._fast.jump_to``) call this.
+        """
+        if self._ready or ticks <= self._vt_ticks:
+            return False
+        heap = self._vt_heap
+        if heap and heap[0][0] <= ticks:
+            return False
+        drives = self._vt_drives
+        if (
+            (drives and drives[0][0] <= ticks)
+            or not self._vt_fast
+            or self._stopping
+            or self._debug
+            or self._vt_history is not None
+            or not self._vt_world.quiet()
+        ):
+            return False
+        if task is None:
+            task = _current_task(self)
+        if task is None or task.cancelling():
+            return False
+        skipped = self._vt_skipped + 1
+        self._vt_skipped = skipped
+        if not skipped & (JUMP_ROUND_EVERY - 1):
+            return False
+        self._vt_set_ticks(ticks)
+        return True
+
+    def _vt_jump_by(self, delay: float, task: asyncio.Task[Any] | None) -> bool:
+        """:meth:`_vt_jump_to` the tick ``call_later(delay, ...)`` would fire at (delay > 0)."""
+        if self._ready or not 0 < delay < _FAR:
+            return False
+        step = round(delay * TICKS_PER_SECOND)
+        return self._vt_jump_to(self._vt_ticks + (step if step > 0 else 1), task)
 
     def _vt_wake_dropped(self) -> None:
         """A future given to :meth:`_vt_wake_after` was made done before its instant."""
