@@ -144,6 +144,8 @@ JUMP_ROUND_EVERY: Final = 256
 """At most this many waits in a row skip their loop round (``_vt_jump_to``; a power of two)."""
 
 _InvalidStateError: Final = asyncio.InvalidStateError
+_new_handle: Final = object.__new__
+_copy_context: Final = contextvars.copy_context
 _WAITER: Final = WAITER
 _Future: Final = asyncio.Future
 _THIS_FILE: Final = __file__
@@ -275,6 +277,31 @@ def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
             pass
 
 
+class _RunningHere(threading.local):
+    """The virtual loop running in this thread (``loop``), or None."""
+
+    loop: VirtualEventLoop | None = None
+
+
+RUNNING_HERE: Final = _RunningHere()
+"""Which virtual loop runs in this thread: what ``asyncio.get_running_loop()`` returns while
+one does, set and restored by :meth:`VirtualEventLoop.run_forever`.
+
+For :func:`virtualtime.sleep`, on every wake-up.  On CPython 3.11 ``get_running_loop()``
+makes a ``getpid()`` system call each time (to tell a forked child from its parent), which
+costs more than the rest of the sleep's own bookkeeping; reading a thread-local does not.
+A forked child forgets it (below), as ``get_running_loop()`` does.
+"""
+
+
+def _forget_running_in_child() -> None:
+    RUNNING_HERE.loop = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_running_in_child)
+
+
 def _short(value: object) -> str:
     """``repr(value)``, cut short: a 400-digit int is named, not printed."""
     text = repr(value)
@@ -380,6 +407,8 @@ def _load_core() -> Any:
 
 
 _core: Final = _load_core()
+core: Final = _core
+"""The compiled core module, set up; None on the pure-Python path."""
 COMPILED: Final = _core is not None
 """Is the loop running on its compiled core?  (False: the pure-Python path.)"""
 _core_fire: Final = None if _core is None else _core.fire
@@ -753,9 +782,19 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # either method keeps its own.
         cls = type(self)
         if cls.get_debug is _base_events.BaseEventLoop.get_debug:
-            self.get_debug = functools.partial(getattr, self, "_debug")  # type: ignore[method-assign]
+            if _core is not None:  # the compiled twin: reads the flag from the loop's __dict__
+                self.get_debug = _core.DictFlag(self.__dict__, "_debug")  # type: ignore[method-assign]
+            else:
+                self.get_debug = functools.partial(getattr, self, "_debug")  # type: ignore[method-assign]
         if cls.create_future is _base_events.BaseEventLoop.create_future:
             self.create_future = functools.partial(_Future, loop=self)  # type: ignore[method-assign]
+        if _core is not None and cls.call_later is VirtualEventLoop.call_later:
+            # The compiled call_later: the inline path below (every asyncio.sleep), without a
+            # Python frame; anything unusual (a priority, debug mode, history, an odd delay)
+            # calls the method.
+            self.call_later = _core.LaterCaller(  # type: ignore[method-assign]
+                self, _Timer, functools.partial(VirtualEventLoop.call_later, self)
+            )
         if _core is not None and cls.call_soon is VirtualEventLoop.call_soon:
             # The compiled call_soon: the same lean handle, made without a Python frame; in
             # debug mode or on a closed loop it calls the method below.
@@ -852,7 +891,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if delay > 0:
             step = round(delay * TICKS_PER_SECOND)
             ticks += step if step > 0 else 1
-        handle = _Timer(ticks / TICKS_PER_SECOND, callback, args, self, context)
+        # _Timer.__init__, inlined: a Python frame less on every asyncio.sleep().
+        handle = _new_handle(_Timer)
+        handle._context = _copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
+        handle._when = ticks / TICKS_PER_SECOND
+        handle._scheduled = True
         seq = self._vt_seq()
         _heappush(self._vt_heap, (ticks, 0, seq, handle))
         if self._vt_history is not None:
@@ -873,7 +922,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if handle._source_traceback:  # type: ignore[attr-defined]
                 del handle._source_traceback[-1]  # type: ignore[attr-defined]
             return handle
-        handle = _Soon(callback, args, self, context)
+        # _Soon.__init__, inlined: a Python frame less on every wake-up of the pure path.
+        handle = _new_handle(_Soon)
+        handle._context = _copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
         self._ready.append(handle)
         return handle
 
@@ -1518,11 +1575,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def run_forever(self) -> None:
         """Like the stock method; with ``patch_time=True`` the stdlib clocks follow this loop."""
-        if self._vt_patch is None:
-            super().run_forever()
-            return
-        with self._vt_patch:
-            super().run_forever()
+        here = RUNNING_HERE
+        outer = here.loop
+        here.loop = self
+        try:
+            if self._vt_patch is None:
+                super().run_forever()
+            else:
+                with self._vt_patch:
+                    super().run_forever()
+        finally:
+            here.loop = outer
 
     def run_until_complete(self, future: Any) -> Any:
         """Like the stock method; raises :class:`DeadlockError` instead of hanging.
