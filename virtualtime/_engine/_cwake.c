@@ -1,5 +1,6 @@
 /* Optional compiled core of the virtual loop: the timer heap's push and pop, the firing of due
-   timers, the lean call_soon and the run of the ready queue.
+   timers, the lean call_soon and call_later, get_debug, the run of the ready queue, and
+   virtualtime.sleep itself (a frame-free awaitable).
 
    Each function here does exactly what a piece of pure Python in virtualtime/_engine/_loop.py and
    virtualtime/_engine/_control.py does (that code is the reference, and the fallback: it runs when this
