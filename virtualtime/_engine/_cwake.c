@@ -114,6 +114,49 @@ setup(PyObject *module, PyObject *args)
 /* The heap invariant of heapq (heap[k] <= heap[2k+1], heap[2k+2]), so that heapq's own
    functions and these can work on one list in turn. */
 
+/* Read a small non-negative exact int (at most two digits: below 2**60 on 64-bit builds)
+   straight from its digits: 1 and the value in *out, or 0 (then the caller asks the
+   public API).  The layouts are those of CPython 3.11 (ob_size) and 3.12-3.14 (lv_tag), from
+   cpython/longintrepr.h; other versions always answer 0.  Every heap comparison starts
+   here -- tick counts, priorities and sequence numbers -- so it matters. */
+static inline int
+small_int(PyObject *x, long long *out)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    Py_ssize_t ndigits = Py_SIZE(x);
+    const digit *digits = ((PyLongObject *)x)->ob_digit;
+    if (ndigits < 0) {
+        return 0;
+    }
+#elif PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030F0000
+    uintptr_t tag = ((PyLongObject *)x)->long_value.lv_tag;
+    const digit *digits = ((PyLongObject *)x)->long_value.ob_digit;
+    if ((tag & 3) == 2) { /* negative */
+        return 0;
+    }
+    Py_ssize_t ndigits = (Py_ssize_t)(tag >> 3);
+#else
+    (void)x;
+    (void)out;
+    return 0;
+#endif
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030F0000
+    if (ndigits == 0) {
+        *out = 0;
+        return 1;
+    }
+    if (ndigits == 1) {
+        *out = (long long)digits[0];
+        return 1;
+    }
+    if (ndigits == 2 && 2 * PyLong_SHIFT <= 62) {
+        *out = (long long)digits[0] | ((long long)digits[1] << PyLong_SHIFT);
+        return 1;
+    }
+    return 0;
+#endif
+}
+
 static int
 lt(PyObject *a, PyObject *b)
 {
@@ -126,6 +169,13 @@ lt(PyObject *a, PyObject *b)
                 continue; /* the same int (a priority of 0, mostly): equal */
             }
             if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
+                long long sx, sy;
+                if (small_int(x, &sx) && small_int(y, &sy)) {
+                    if (sx != sy) {
+                        return sx < sy;
+                    }
+                    continue;
+                }
                 int overflow_x, overflow_y;
                 long long vx = PyLong_AsLongLongAndOverflow(x, &overflow_x);
                 long long vy = PyLong_AsLongLongAndOverflow(y, &overflow_y);
