@@ -46,9 +46,7 @@ from .._shared._time import check_delay, check_finite, to_ticks
 from ._loop import RUNNING_HERE as _running_here
 from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
 from ._loop import core as _core
-from ._loop import core_push_after as _push_after
 
-_current_task: Final = asyncio.current_task
 _Future: Final = asyncio.Future
 _heappush: Final = heapq.heappush
 _FAR: Final = 1e18
@@ -204,19 +202,15 @@ async def sleep(delay: float, *, priority: int = 0) -> None:
     loop = _running_here.loop
     if loop is None:  # raises when no virtual loop runs here
         loop = running_virtual_loop("virtualtime.sleep()")
-    ticks = loop._vt_ticks
     future: asyncio.Future[None] = _Future(loop=loop)
-    if delay > 0 and delay < _FAR:
+    if 0 < delay < _FAR and loop._vt_history is None:
         # No timer handle: the future itself waits in the loop's heap, and the loop resolves
         # it in timer order (VirtualEventLoop._vt_wake_after, inlined for the common case).
-        if _push_after is not None:  # the compiled core: the same entry, in one C call
-            seq = _push_after(loop._vt_heap, loop._vt_seq, ticks, delay, priority, future)
-        else:
-            step = round(delay * _TICKS_PER_SECOND)
-            seq = loop._vt_seq()
-            _heappush(loop._vt_heap, (ticks + (step if step > 0 else 1), priority, seq, future))
-        if loop._vt_history is not None:
-            loop._vt_scheduled_at[seq] = (ticks, _current_task(loop))
+        step = round(delay * _TICKS_PER_SECOND)
+        _heappush(
+            loop._vt_heap,
+            (loop._vt_ticks + (step if step > 0 else 1), priority, loop._vt_seq(), future),
+        )
     else:
         loop._vt_wake_after(delay, future, priority)
     try:

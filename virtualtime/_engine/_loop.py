@@ -413,8 +413,6 @@ COMPILED: Final = _core is not None
 """Is the loop running on its compiled core?  (False: the pure-Python path.)"""
 _core_fire: Final = None if _core is None else _core.fire
 _core_run_ready: Final = None if _core is None else _core.run_ready
-core_push_after: Final = None if _core is None else _core.push_after
-"""``push_after(heap, next_seq, ticks, delay, priority, item) -> seq`` or None (see sleep)."""
 
 
 def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
