@@ -548,3 +548,30 @@ def test_the_thread_check_calls_no_threading_function_with_anyio_loaded() -> Non
     )
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) == pytest.approx(1.0)
+
+
+def test_the_loop_running_here_is_the_running_loop_and_is_forgotten_after() -> None:
+    from virtualtime._engine._loop import RUNNING_HERE
+
+    async def inner() -> bool:
+        return RUNNING_HERE.loop is asyncio.get_running_loop()
+
+    async def outer() -> tuple[bool, bool]:
+        # Another thread's virtual loop has its own record; this thread's is untouched.
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            there = pool.submit(virtualtime.run, inner()).result()
+        return there, RUNNING_HERE.loop is asyncio.get_running_loop()
+
+    assert RUNNING_HERE.loop is None
+    assert virtualtime.run(outer()) == (True, True)
+    assert RUNNING_HERE.loop is None
+    with pytest.raises(ZeroDivisionError):
+        virtualtime.run(_divide_by_zero())
+    assert RUNNING_HERE.loop is None
+
+
+async def _divide_by_zero() -> None:
+    await virtualtime.sleep(1)
+    1 / 0  # noqa: B018
