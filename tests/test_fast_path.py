@@ -575,3 +575,16 @@ def test_the_loop_running_here_is_the_running_loop_and_is_forgotten_after() -> N
 async def _divide_by_zero() -> None:
     await virtualtime.sleep(1)
     1 / 0  # noqa: B018
+
+
+def test_a_closed_loop_is_not_kept_alive_by_the_compiled_sleep() -> None:
+    import weakref
+
+    loop = virtualtime.new_event_loop()
+    loop.run_until_complete(virtualtime.sleep(1))  # the compiled sleep caches what it reads
+    ref = weakref.ref(loop)
+    loop.close()
+    del loop
+    gc.collect()
+    assert ref() is None
+    assert virtualtime.run(virtualtime.sleep(1)) is None  # and a new loop is read afresh

@@ -1243,61 +1243,16 @@ make_inner(Sleep *self)
     return res;
 }
 
-/* The loop the last sleep was armed on (a weak reference), and what arm() reads of it that
-   never changes in a loop's life: its __dict__, its heap, its sequence counter, whether it
-   keeps a history.  Its clock is read from the dict on every sleep. */
-static PyObject *arm_loop_ref = NULL, *arm_dict = NULL, *arm_heap = NULL, *arm_next_seq = NULL;
-static int arm_history = 0;
-
-/* Is ``loop`` the loop in the cache?  (1 yes, 0 no) */
-static int
-arm_cached(PyObject *loop)
+/* An attribute of the loop, read from its __dict__ (a borrowed reference; NULL with an
+   error set if it is not there). */
+static PyObject *
+loop_item(PyObject *dict, PyObject *name)
 {
-    if (arm_loop_ref == NULL) {
-        return 0;
+    PyObject *value = PyDict_GetItemWithError(dict, name);
+    if (value == NULL && !PyErr_Occurred()) {
+        PyErr_SetObject(PyExc_AttributeError, name);
     }
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject *ref;
-    if (PyWeakref_GetRef(arm_loop_ref, &ref) <= 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_DECREF(ref); /* only compared, never used */
-    return ref == loop;
-#else
-    return PyWeakref_GetObject(arm_loop_ref) == loop;
-#endif
-}
-
-static int
-arm_cache(PyObject *loop)
-{
-    if (arm_cached(loop)) {
-        return 0;
-    }
-    PyObject *dict = PyObject_GenericGetDict(loop, NULL);
-    PyObject *heap = dict == NULL ? NULL : PyObject_GetAttr(loop, str_vt_heap);
-    PyObject *next_seq = heap == NULL ? NULL : PyObject_GetAttr(loop, str_vt_seq);
-    PyObject *history = next_seq == NULL ? NULL : PyObject_GetAttr(loop, str_vt_history);
-    PyObject *ref = history == NULL ? NULL : PyWeakref_NewRef(loop, NULL);
-    if (ref == NULL || !PyList_CheckExact(heap)) {
-        if (ref != NULL) {
-            PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the loop's heap is not a list");
-        }
-        Py_XDECREF(dict);
-        Py_XDECREF(heap);
-        Py_XDECREF(next_seq);
-        Py_XDECREF(history);
-        Py_XDECREF(ref);
-        return -1;
-    }
-    arm_history = history != Py_None;
-    Py_DECREF(history);
-    Py_XSETREF(arm_loop_ref, ref);
-    Py_XSETREF(arm_dict, dict);
-    Py_XSETREF(arm_heap, heap);
-    Py_XSETREF(arm_next_seq, next_seq);
-    return 0;
+    return value;
 }
 
 /* Arm the fast path: 1 armed (self->future set), 0 not applicable, -1 error. */
@@ -1335,25 +1290,32 @@ arm(Sleep *self)
         Py_DECREF(loop);
         return 0;
     }
-    if (arm_cache(loop) < 0) {
+    /* The loop's own attributes, read from its __dict__ (nothing about it is kept). */
+    PyObject *dict = PyObject_GenericGetDict(loop, NULL);
+    if (dict == NULL) {
         Py_DECREF(loop);
         return -1;
     }
-    if (arm_history) {
-        Py_DECREF(loop);
-        return 0;
-    }
-    PyObject *heap = Py_NewRef(arm_heap), *next_seq = Py_NewRef(arm_next_seq);
-    PyObject *ticks = PyDict_GetItemWithError(arm_dict, str_vt_ticks); /* borrowed */
+    PyObject *history = loop_item(dict, str_vt_history);
+    PyObject *heap = history == NULL ? NULL : loop_item(dict, str_vt_heap);
+    PyObject *next_seq = heap == NULL ? NULL : loop_item(dict, str_vt_seq);
+    PyObject *ticks = next_seq == NULL ? NULL : loop_item(dict, str_vt_ticks);
     PyObject *future = NULL, *seq = NULL, *due = NULL, *entry = NULL;
     int rc = -1;
     if (ticks == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetObject(PyExc_AttributeError, str_vt_ticks);
-        }
-        goto done;
+        Py_DECREF(dict);
+        Py_DECREF(loop);
+        return -1;
     }
+    if (history != Py_None || !PyList_CheckExact(heap)) {
+        Py_DECREF(dict);
+        Py_DECREF(loop);
+        return 0; /* a kept history (or something unexpected): the pure coroutine's way */
+    }
+    Py_INCREF(heap);
+    Py_INCREF(next_seq);
     Py_INCREF(ticks);
+    Py_DECREF(dict);
     PyObject *fargs[1] = {loop};
     future = PyObject_Vectorcall((PyObject *)waiter_type, fargs, 0, kw_loop);
     if (future == NULL) {
