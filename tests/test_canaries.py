@@ -22,6 +22,7 @@ import inspect
 import os
 import sys
 import threading
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -398,3 +399,30 @@ def test_canary_anyio_worker_threads_have_the_attributes_the_model_reads() -> No
     assert callable(getattr(anyio_asyncio.WorkerThread, "_report_result", None)), changed(
         "anyio WorkerThread._report_result", "virtualtime/_engine/_outside.py (_DELIVERIES)"
     )
+
+
+def test_canary_a_future_awaited_by_a_task_is_marked_asyncio_future_blocking() -> None:
+    # The compiled virtualtime.sleep (_cwake.c) yields its future as ``await future`` does:
+    # it sets ``_asyncio_future_blocking`` first, which the Task checks (a future yielded
+    # without it is "yield was used instead of yield from").
+    async def main() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        before = future._asyncio_future_blocking
+        step = future.__await__()
+        assert step.send(None) is future
+        after = future._asyncio_future_blocking
+        future.cancel()
+        return before, after
+
+    assert asyncio.run(main()) == (False, True)
+
+    class Bare:
+        def __await__(self) -> Generator[Any, None, None]:
+            yield asyncio.get_running_loop().create_future()  # not marked blocking
+
+    async def bare() -> None:
+        await Bare()
+
+    with pytest.raises(RuntimeError, match="yield was used instead of yield from"):
+        asyncio.run(bare())

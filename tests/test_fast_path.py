@@ -49,24 +49,27 @@ class GeneralPathLoop(VirtualEventLoop):
 
 
 def run_with(
-    path: str, program: Callable[[Sleep], Coroutine[Any, Any, Any]], sleep: Sleep
+    path: str,
+    program: Callable[[Sleep], Coroutine[Any, Any, Any]],
+    sleep: Sleep,
+    history: int | None = 100_000,
 ) -> tuple[Any, list[tuple[float, int, int, str, float]]]:
     def factory() -> VirtualEventLoop:
         if path == "fast":
-            return virtualtime.new_event_loop(history=100_000)
-        return GeneralPathLoop(history=100_000)
+            return virtualtime.new_event_loop(history=history)
+        return GeneralPathLoop(history=history)
 
     with asyncio.Runner(loop_factory=factory) as runner:
         result = runner.run(program(sleep))
         loop = runner.get_loop()
         assert isinstance(loop, VirtualEventLoop)
         # Unnamed tasks (wait_for's inner task on 3.11) take a process-wide counter's name.
-        history = [
+        records = [
             (r.time, r.priority, r.seq, re.sub(r"Task-\d+", "Task-?", r.what), r.scheduled)
             for r in loop.history
         ]
         assert loop._vt_timers.cancelled >= 0
-    return result, history
+    return result, records
 
 
 def same_story(program: Callable[[Sleep], Coroutine[Any, Any, Any]]) -> Any:
@@ -77,6 +80,11 @@ def same_story(program: Callable[[Sleep], Coroutine[Any, Any, Any]]) -> Any:
     ]
     for story in stories[1:]:
         assert story == stories[0]
+    # Without a history the loop (and the compiled core) take their leanest paths, which a
+    # kept history turns off: the same program must still give the same log.
+    for path in ("fast", "general"):
+        for sleep in (virtualtime.sleep, handle_sleep):
+            assert run_with(path, program, sleep, history=None) == (stories[0][0], [])
     return stories[0][0]
 
 
@@ -281,6 +289,75 @@ def test_native_sleep_edge_delays() -> None:
     assert seen[3] == pytest.approx(2e18)
 
 
+def test_a_native_sleep_is_a_coroutine_to_asyncio_on_either_path() -> None:
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        seen: list[Any] = []
+        coro = virtualtime.sleep(0.5)
+        assert asyncio.iscoroutine(coro)
+        task = asyncio.create_task(coro)  # a task around the sleep itself
+        await task
+        assert task.result() is None
+        seen.append(loop.time())
+        seen.append(await asyncio.gather(virtualtime.sleep(1), virtualtime.sleep(0.25)))
+        seen.append(loop.time())
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(virtualtime.sleep(5), 1)
+        seen.append(loop.time())
+        again = virtualtime.sleep(1)
+        await again
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+            await again
+        never = virtualtime.sleep(1)
+        never.close()  # closed before it started: nothing scheduled, nothing to warn about
+        assert isinstance(loop, VirtualEventLoop)
+        seen.append(loop.peek())
+        return seen
+
+    assert virtualtime.run(main()) == [0.5, [None, None], 1.5, 2.5, math.inf]
+
+
+def test_a_native_sleep_thrown_into_counts_its_dead_entry_once() -> None:
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        sleeper = asyncio.create_task(virtualtime.sleep(100))
+        keeper = asyncio.create_task(virtualtime.sleep(10))  # keeps the dead entry off the head
+        await asyncio.sleep(0)
+        sleeper.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sleeper
+        counted = loop._vt_timers.cancelled
+        keeper.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await keeper
+        return counted, len(loop._vt_heap)
+
+    counted, _ = virtualtime.run(main())
+    assert counted == 1
+
+
+def test_whole_second_delays_are_exact_however_large() -> None:
+    # An int delay is multiplied exactly (an int product), never through a float, on every path.
+    big = 10**17 + 1
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        handle = loop.call_later(big, lambda: None)
+        due = [loop._vt_heap[0][0]]
+        handle.cancel()
+        task = asyncio.create_task(virtualtime.sleep(big))
+        await asyncio.sleep(0)
+        due.append(max(entry[0] for entry in loop._vt_heap))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return due
+
+    assert virtualtime.run(main()) == [big * 10**9, big * 10**9]
+
+
 # ------------------------------------------------------------ the lean general path
 
 
@@ -391,7 +468,8 @@ sys.path.insert(0, {tests!r})
 import virtualtime._engine._loop
 from test_fast_path import random_program, run_with
 import virtualtime
-stories = [run_with("fast", random_program(seed), virtualtime.sleep) for seed in (1, 2, 3)]
+stories = [run_with("fast", random_program(seed), virtualtime.sleep, history)
+           for seed in (1, 2, 3) for history in (100_000, None)]
 print(json.dumps([virtualtime._engine._loop.COMPILED, stories]))
 """
 
@@ -406,7 +484,11 @@ def test_the_pure_path_and_the_compiled_core_tell_the_same_story() -> None:
     import virtualtime._engine._loop
 
     tests = str(Path(__file__).parent)
-    here = [run_with("fast", random_program(seed), virtualtime.sleep) for seed in (1, 2, 3)]
+    here = [
+        run_with("fast", random_program(seed), virtualtime.sleep, history)
+        for seed in (1, 2, 3)
+        for history in (100_000, None)
+    ]
     env = {**os.environ, "VIRTUALTIME_PURE_PYTHON": "1"}
     out = subprocess.run(
         [sys.executable, "-c", _STORY_SCRIPT.format(tests=tests)],
@@ -466,3 +548,43 @@ def test_the_thread_check_calls_no_threading_function_with_anyio_loaded() -> Non
     )
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) == pytest.approx(1.0)
+
+
+def test_the_loop_running_here_is_the_running_loop_and_is_forgotten_after() -> None:
+    from virtualtime._engine._loop import RUNNING_HERE
+
+    async def inner() -> bool:
+        return RUNNING_HERE.loop is asyncio.get_running_loop()
+
+    async def outer() -> tuple[bool, bool]:
+        # Another thread's virtual loop has its own record; this thread's is untouched.
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            there = pool.submit(virtualtime.run, inner()).result()
+        return there, RUNNING_HERE.loop is asyncio.get_running_loop()
+
+    assert RUNNING_HERE.loop is None
+    assert virtualtime.run(outer()) == (True, True)
+    assert RUNNING_HERE.loop is None
+    with pytest.raises(ZeroDivisionError):
+        virtualtime.run(_divide_by_zero())
+    assert RUNNING_HERE.loop is None
+
+
+async def _divide_by_zero() -> None:
+    await virtualtime.sleep(1)
+    1 / 0  # noqa: B018
+
+
+def test_a_closed_loop_is_not_kept_alive_by_the_compiled_sleep() -> None:
+    import weakref
+
+    loop = virtualtime.new_event_loop()
+    loop.run_until_complete(virtualtime.sleep(1))  # the compiled sleep caches what it reads
+    ref = weakref.ref(loop)
+    loop.close()
+    del loop
+    gc.collect()
+    assert ref() is None
+    assert virtualtime.run(virtualtime.sleep(1)) is None  # and a new loop is read afresh

@@ -17,7 +17,7 @@ import pytest
 
 import virtualtime
 from virtualtime import sim
-from virtualtime._engine import _outside
+from virtualtime._engine import _loop, _outside
 from virtualtime.sim import _fast
 
 
@@ -40,42 +40,47 @@ def test_a_live_pool_worker_of_another_pool_turns_the_shortcut_off(
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(lambda: None).result()  # the worker now idles in the pool, alive
-        _fast._skipped = 0
         jumped, _ = virtualtime.run(_jump(2_500_000_000)())
     assert jumped is False
 
 
-def test_canary_the_loop_state_the_jump_reads() -> None:
+def test_canary_the_loop_method_the_jump_calls() -> None:
     loop = virtualtime.new_event_loop()
     try:
-        loop.call_later(1.0, lambda: None)
         missing = [
             name
-            for name in (
-                "_ready",
-                "_vt_heap",
-                "_vt_ticks",
-                "_vt_drives",
-                "_vt_fast",
-                "_stopping",
-                "_debug",
-                "_vt_history",
-                "_vt_world",
-                "_vt_set_ticks",
-            )
-            if not hasattr(loop, name)
+            for name in ("_vt_jump_to", "_vt_jump_by")
+            if not callable(getattr(loop, name, None))
         ]
         assert not missing, (
-            f"VirtualEventLoop no longer has {missing}: sim/_fast.py:jump_to reads them to "
-            "decide whether a wait can skip its loop round; update it to the loop's new state"
+            f"VirtualEventLoop no longer has {missing}: sim/_fast.py:jump_to/jump_by call them "
+            "to decide whether a wait can skip its loop round; update them to the loop's new API"
         )
-        ticks, _priority, _seq, handle = loop._vt_heap[0]
-        layout = "VirtualEventLoop._vt_heap entries are (ticks, priority, seq, handle): see jump_to"
-        assert ticks == 1_000_000_000, layout
-        assert isinstance(handle, asyncio.TimerHandle), layout
-        assert callable(loop._vt_world.quiet)
+        assert loop._vt_skipped == 0  # the one-in-JUMP_ROUND_EVERY count is the loop's own
     finally:
         loop.close()
+
+
+def test_the_round_count_is_per_loop() -> None:
+    async def main(waits: int) -> int:
+        loop = asyncio.get_running_loop()
+        return sum(_fast.jump_to(loop, k * 1000, None) for k in range(1, waits + 1))
+
+    every = _loop.JUMP_ROUND_EVERY
+    # Another loop's waits do not bring this loop's round forward: each fresh loop jumps
+    # every-1 times in a row before it takes its round.
+    assert virtualtime.run(main(every - 1)) == every - 1
+    assert virtualtime.run(main(every)) == every - 1
+
+
+def test_jump_by_is_jump_to_the_instant_call_later_would_fire_at() -> None:
+    async def main() -> tuple[bool, float, bool, bool]:
+        loop = asyncio.get_running_loop()
+        jumped = _fast.jump_by(loop, 0.25, None)
+        now = loop.time()
+        return jumped, now, _fast.jump_by(loop, 0, None), _fast.jump_by(loop, 1e18, None)
+
+    assert virtualtime.run(main()) == (True, 0.25, False, False)
 
 
 def _jump(ticks: int) -> Any:
@@ -87,7 +92,6 @@ def _jump(ticks: int) -> Any:
 
 
 def test_a_wait_with_nothing_before_it_moves_the_clock_in_place() -> None:
-    _fast._skipped = 0
     assert virtualtime.run(_jump(2_500_000_000)()) == (True, 2.5)
 
 
@@ -107,13 +111,11 @@ def test_a_wait_does_not_jump_over_anything_else(setup: str) -> None:
         ticks = 0 if setup == "same instant" else 2_000_000_000
         return _fast.jump_to(loop, ticks, None), loop.time()
 
-    _fast._skipped = 0
     assert virtualtime.run(main()) == (False, 0.0)
 
 
 @pytest.mark.parametrize("options", [{"history": 10}, {"debug": True}, {"autojump": False}])
 def test_no_jump_when_the_loop_must_see_every_timer(options: dict[str, Any]) -> None:
-    _fast._skipped = 0
     debug = options.pop("debug", False)
     loop = virtualtime.new_event_loop(**options)
     loop.set_debug(debug)
@@ -145,12 +147,11 @@ def test_one_wait_in_a_while_takes_the_round_anyway() -> None:
     async def main() -> int:
         loop = asyncio.get_running_loop()
         jumps = 0
-        for k in range(1, 2 * _fast._ROUND_EVERY + 1):
+        for k in range(1, 2 * _loop.JUMP_ROUND_EVERY + 1):
             jumps += _fast.jump_to(loop, k * 1000, None)
         return jumps
 
-    _fast._skipped = 0
-    assert virtualtime.run(main()) == 2 * _fast._ROUND_EVERY - 2
+    assert virtualtime.run(main()) == 2 * _loop.JUMP_ROUND_EVERY - 2
 
 
 def _model(**options: Any) -> list[tuple[float, str]]:
@@ -197,12 +198,23 @@ def _model(**options: Any) -> list[tuple[float, str]]:
     return log
 
 
-def test_the_same_model_runs_the_same_with_and_without_skipped_rounds() -> None:
-    _fast._skipped = 0
+def test_the_same_model_runs_the_same_with_and_without_skipped_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    skipped = 0
+    jump_to = _loop.VirtualEventLoop._vt_jump_to
+
+    def counting(self: _loop.VirtualEventLoop, ticks: int, task: Any) -> bool:
+        nonlocal skipped
+        jumped = jump_to(self, ticks, task)
+        skipped += jumped
+        return jumped
+
+    monkeypatch.setattr(_loop.VirtualEventLoop, "_vt_jump_to", counting)
     fast = _model()
-    skipped = _fast._skipped
     assert skipped > 10  # waits that took no loop round
     assert len(fast) > 30
     assert {(2.5, "interrupted boo"), (3.33333333, "van arrived")} <= set(fast)
+    before = skipped
     assert fast == _model(history=100_000)
-    assert _fast._skipped == skipped  # with a history kept, no wait skipped its round
+    assert skipped == before  # with a history kept, no wait skipped its round

@@ -31,6 +31,7 @@ the loop's (the native ``sleep_until`` schedules through the loop's own ``call_a
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import datetime
 import heapq
 import math
@@ -42,11 +43,10 @@ from .._clocks._patch import wall_datetime
 from .._shared._errors import InvalidTypeError, UsageError
 from .._shared._time import TICKS_PER_SECOND as _TICKS_PER_SECOND
 from .._shared._time import check_delay, check_finite, to_ticks
+from ._loop import RUNNING_HERE as _running_here
 from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
-from ._loop import core_push_after as _push_after
+from ._loop import core as _core
 
-_get_running_loop: Final = asyncio.get_running_loop
-_current_task: Final = asyncio.current_task
 _Future: Final = asyncio.Future
 _heappush: Final = heapq.heappush
 _FAR: Final = 1e18
@@ -199,32 +199,41 @@ async def sleep(delay: float, *, priority: int = 0) -> None:
         delay = check_delay("delay", delay)
     if type(priority) is not int:
         priority = _check_priority(priority)
-    try:
-        loop = _get_running_loop()
-        ticks = loop._vt_ticks  # type: ignore[attr-defined]
-    except (RuntimeError, AttributeError):
-        running_virtual_loop("virtualtime.sleep()")  # raises: no virtual loop runs here
-        raise
+    loop = _running_here.loop
+    if loop is None:  # raises when no virtual loop runs here
+        loop = running_virtual_loop("virtualtime.sleep()")
     future: asyncio.Future[None] = _Future(loop=loop)
-    if delay > 0 and delay < _FAR:
+    if 0 < delay < _FAR and loop._vt_history is None:
         # No timer handle: the future itself waits in the loop's heap, and the loop resolves
         # it in timer order (VirtualEventLoop._vt_wake_after, inlined for the common case).
-        if _push_after is not None:  # the compiled core: the same entry, in one C call
-            seq = _push_after(loop._vt_heap, loop._vt_seq, ticks, delay, priority, future)  # type: ignore[attr-defined]
-        else:
-            step = round(delay * _TICKS_PER_SECOND)
-            seq = loop._vt_seq()  # type: ignore[attr-defined]
-            _heappush(loop._vt_heap, (ticks + (step if step > 0 else 1), priority, seq, future))  # type: ignore[attr-defined]
-        if loop._vt_history is not None:  # type: ignore[attr-defined]
-            loop._vt_scheduled_at[seq] = (ticks, _current_task(loop))  # type: ignore[attr-defined]
+        step = round(delay * _TICKS_PER_SECOND)
+        _heappush(
+            loop._vt_heap,
+            (loop._vt_ticks + (step if step > 0 else 1), priority, loop._vt_seq(), future),
+        )
     else:
-        loop._vt_wake_after(delay, future, priority)  # type: ignore[attr-defined]
+        loop._vt_wake_after(delay, future, priority)
     try:
         await future
     except BaseException:
         if future.cancelled():  # the entry is dead: count it, as TimerHandle.cancel() would
-            loop._vt_wake_dropped()  # type: ignore[attr-defined]
+            loop._vt_wake_dropped()
         raise
+
+
+pure_sleep: Final = sleep
+"""The pure-Python :func:`sleep`: the reference the compiled one follows, and its fallback."""
+
+if _core is not None:
+    # The compiled core's sleep (virtualtime/_engine/_cwake.c): the same entry in the same heap,
+    # the same future, with no Python frame and a few dozen bytes per pending sleep instead of
+    # a coroutine frame.  It hands whatever is unusual (no virtual loop, history kept, a zero,
+    # infinite or bad delay) to pure_sleep.  What it returns is a coroutine to asyncio
+    # (registered below: create_task, wait_for and gather take it).  Bound through globals()
+    # so that type checkers and the API docs keep reading the async def above.
+    _core.setup_sleep(_running_here, pure_sleep)
+    collections.abc.Coroutine.register(_core.Sleep)
+    globals()["sleep"] = _core.sleep
 
 
 async def sleep_until(when: float, *, priority: int = 0) -> None:

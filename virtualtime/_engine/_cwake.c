@@ -1,5 +1,6 @@
 /* Optional compiled core of the virtual loop: the timer heap's push and pop, the firing of due
-   timers, the lean call_soon and the run of the ready queue.
+   timers, the lean call_soon and call_later, get_debug, the run of the ready queue, and
+   virtualtime.sleep itself (a frame-free awaitable).
 
    Each function here does exactly what a piece of pure Python in virtualtime/_engine/_loop.py and
    virtualtime/_engine/_control.py does (that code is the reference, and the fallback: it runs when this
@@ -31,6 +32,10 @@ static PyObject *str_set_result = NULL;
 static PyObject *str_run = NULL;
 static PyObject *str_debug = NULL;
 static PyObject *str_closed = NULL;
+static PyObject *str_loop = NULL, *str_vt_ticks = NULL, *str_vt_heap = NULL, *str_vt_seq = NULL,
+                *str_vt_history = NULL, *str_blocking = NULL, *str_cancelled = NULL,
+                *str_result = NULL, *str_wake_dropped = NULL, *str_priority = NULL,
+                *kw_loop = NULL, *ticks_per_second = NULL;
 
 static Py_ssize_t off_callback, off_args, off_cancelled, off_context, off_loop, off_repr,
     off_source_traceback, off_when, off_scheduled;
@@ -109,6 +114,49 @@ setup(PyObject *module, PyObject *args)
 /* The heap invariant of heapq (heap[k] <= heap[2k+1], heap[2k+2]), so that heapq's own
    functions and these can work on one list in turn. */
 
+/* Read a small non-negative exact int (at most two digits: below 2**60 on 64-bit builds)
+   straight from its digits: 1 and the value in *out, or 0 (then the caller asks the
+   public API).  The layouts are those of CPython 3.11 (ob_size) and 3.12-3.14 (lv_tag), from
+   cpython/longintrepr.h; other versions always answer 0.  Every heap comparison starts
+   here -- tick counts, priorities and sequence numbers -- so it matters. */
+static inline int
+small_int(PyObject *x, long long *out)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    Py_ssize_t ndigits = Py_SIZE(x);
+    const digit *digits = ((PyLongObject *)x)->ob_digit;
+    if (ndigits < 0) {
+        return 0;
+    }
+#elif PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030F0000
+    uintptr_t tag = ((PyLongObject *)x)->long_value.lv_tag;
+    const digit *digits = ((PyLongObject *)x)->long_value.ob_digit;
+    if ((tag & 3) == 2) { /* negative */
+        return 0;
+    }
+    Py_ssize_t ndigits = (Py_ssize_t)(tag >> 3);
+#else
+    (void)x;
+    (void)out;
+    return 0;
+#endif
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030F0000
+    if (ndigits == 0) {
+        *out = 0;
+        return 1;
+    }
+    if (ndigits == 1) {
+        *out = (long long)digits[0];
+        return 1;
+    }
+    if (ndigits == 2 && 2 * PyLong_SHIFT <= 62) {
+        *out = (long long)digits[0] | ((long long)digits[1] << PyLong_SHIFT);
+        return 1;
+    }
+    return 0;
+#endif
+}
+
 static int
 lt(PyObject *a, PyObject *b)
 {
@@ -117,7 +165,17 @@ lt(PyObject *a, PyObject *b)
         PyTuple_GET_SIZE(b) == 4) {
         for (Py_ssize_t i = 0; i < 3; i++) {
             PyObject *x = PyTuple_GET_ITEM(a, i), *y = PyTuple_GET_ITEM(b, i);
+            if (x == y) {
+                continue; /* the same int (a priority of 0, mostly): equal */
+            }
             if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
+                long long sx, sy;
+                if (small_int(x, &sx) && small_int(y, &sy)) {
+                    if (sx != sy) {
+                        return sx < sy;
+                    }
+                    continue;
+                }
                 int overflow_x, overflow_y;
                 long long vx = PyLong_AsLongLongAndOverflow(x, &overflow_x);
                 long long vy = PyLong_AsLongLongAndOverflow(y, &overflow_y);
@@ -225,67 +283,38 @@ fail:
     return NULL;
 }
 
-/* push_after(heap, next_seq, ticks, delay, priority, item) -> seq
-
-   The entry of a sleep of ``delay`` seconds (a float or int, 0 < delay < 1e18) from tick
-   ``ticks``: (ticks + max(1, round(delay * 1e9)), priority, seq, item).  */
+/* The ticks of a positive delay, as the pure path computes them: max(1, round(delay * 10**9))
+   -- for a float, the float product rounded half to even; for an int, the exact product.  A
+   new reference; NULL with an error set, or NULL without one if ``delay`` is neither an exact
+   float nor an exact int (or an int too large for the C arithmetic). */
 static PyObject *
-push_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+delay_step(PyObject *delay)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "push_after() takes 6 arguments");
-        return NULL;
+    if (PyFloat_CheckExact(delay)) {
+        double scaled = nearbyint(PyFloat_AS_DOUBLE(delay) * 1e9);
+        if (scaled < 1.0) {
+            return PyLong_FromLong(1);
+        }
+        if (scaled < 9.0e18) {
+            return PyLong_FromLongLong((long long)scaled);
+        }
+        return PyLong_FromDouble(scaled);
     }
-    PyObject *heap = args[0];
-    if (!PyList_CheckExact(heap)) {
-        PyErr_SetString(PyExc_TypeError, "push_after(): heap must be a list");
-        return NULL;
+    if (PyLong_CheckExact(delay)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(delay, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (!overflow && v > 0 && v < 9000000000LL) {
+            return PyLong_FromLongLong(v * 1000000000LL);
+        }
+        if (!overflow && v <= 0) {
+            return PyLong_FromLong(1);
+        }
+        return PyNumber_Multiply(delay, ticks_per_second);
     }
-    double delay = PyFloat_AsDouble(args[3]);
-    if (delay == -1.0 && PyErr_Occurred()) {
-        return NULL;
-    }
-    double scaled = nearbyint(delay * 1e9); /* round half to even, as Python's round() */
-    PyObject *step;
-    if (scaled < 1.0) {
-        step = PyLong_FromLong(1);
-    }
-    else if (scaled < 9.0e18) {
-        step = PyLong_FromLongLong((long long)scaled);
-    }
-    else {
-        step = PyLong_FromDouble(scaled);
-    }
-    if (step == NULL) {
-        return NULL;
-    }
-    PyObject *due = PyNumber_Add(args[2], step);
-    Py_DECREF(step);
-    if (due == NULL) {
-        return NULL;
-    }
-    PyObject *seq = PyObject_CallNoArgs(args[1]);
-    if (seq == NULL) {
-        Py_DECREF(due);
-        return NULL;
-    }
-    PyObject *entry = PyTuple_New(4);
-    if (entry == NULL) {
-        Py_DECREF(due);
-        Py_DECREF(seq);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(entry, 0, due);
-    PyTuple_SET_ITEM(entry, 1, Py_NewRef(args[4]));
-    PyTuple_SET_ITEM(entry, 2, Py_NewRef(seq));
-    PyTuple_SET_ITEM(entry, 3, Py_NewRef(args[5]));
-    int rc = push(heap, entry);
-    Py_DECREF(entry);
-    if (rc < 0) {
-        Py_DECREF(seq);
-        return NULL;
-    }
-    return seq;
+    return NULL;
 }
 
 /* --------------------------------------------------------------------------- firing */
@@ -486,8 +515,39 @@ typedef struct {
     PyObject *loop; /* the loop holds this object: a cycle the GC sees (tp_traverse) */
     PyObject *append;
     PyObject *fallback;
+    PyObject *dict; /* the loop's __dict__: _debug and _closed are read there */
     vectorcallfunc vectorcall;
 } SoonCaller;
+
+/* A boolean instance attribute, read from an instance __dict__ (1, 0, or -1 with an error);
+   where the dict does not hold it, through getattr. */
+static int
+dict_flag(PyObject *dict, PyObject *obj, PyObject *name)
+{
+    PyObject *flag = dict == NULL ? NULL : PyDict_GetItemWithError(dict, name);
+    if (flag == Py_True) {
+        return 1;
+    }
+    if (flag == Py_False) {
+        return 0;
+    }
+    if (flag != NULL) {
+        return PyObject_IsTrue(flag);
+    }
+    if (PyErr_Occurred() || obj == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_AttributeError, name);
+        }
+        return -1;
+    }
+    flag = PyObject_GetAttr(obj, name);
+    if (flag == NULL) {
+        return -1;
+    }
+    int res = PyObject_IsTrue(flag);
+    Py_DECREF(flag);
+    return res;
+}
 
 static PyObject *
 soon_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -508,19 +568,12 @@ soon_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObje
         }
     }
     if (!slow) {
-        PyObject *flag = PyObject_GetAttr(loop, str_debug);
-        if (flag == NULL) {
+        int debug = dict_flag(self->dict, loop, str_debug);
+        if (debug < 0) {
             return NULL;
         }
-        int debug = PyObject_IsTrue(flag);
-        Py_DECREF(flag);
-        flag = PyObject_GetAttr(loop, str_closed);
-        if (flag == NULL) {
-            return NULL;
-        }
-        int closed = PyObject_IsTrue(flag);
-        Py_DECREF(flag);
-        if (debug < 0 || closed < 0) {
+        int closed = debug ? 0 : dict_flag(self->dict, loop, str_closed);
+        if (closed < 0) {
             return NULL;
         }
         slow = debug || closed;
@@ -567,6 +620,10 @@ soon_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->loop = Py_NewRef(loop);
     self->append = Py_NewRef(append);
     self->fallback = Py_NewRef(fallback);
+    self->dict = PyObject_GenericGetDict(loop, NULL);
+    if (self->dict == NULL) {
+        PyErr_Clear(); /* no __dict__: read the flags with getattr */
+    }
     self->vectorcall = soon_vectorcall;
     return (PyObject *)self;
 }
@@ -577,6 +634,7 @@ soon_traverse(SoonCaller *self, visitproc visit, void *arg)
     Py_VISIT(self->loop);
     Py_VISIT(self->append);
     Py_VISIT(self->fallback);
+    Py_VISIT(self->dict);
     return 0;
 }
 
@@ -586,6 +644,7 @@ soon_clear(SoonCaller *self)
     Py_CLEAR(self->loop);
     Py_CLEAR(self->append);
     Py_CLEAR(self->fallback);
+    Py_CLEAR(self->dict);
     return 0;
 }
 
@@ -614,6 +673,357 @@ static PyTypeObject SoonCaller_Type = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(SoonCaller, vectorcall),
     .tp_members = soon_members,
+};
+
+
+/* LaterCaller(loop, timer_type, fallback): the loop's call_later.  For the common case -- no
+   priority, not in debug mode, an open loop keeping no history, a float or int delay below
+   1e18 -- it does what the inline path of VirtualEventLoop.call_later does: a lean timer
+   (virtualtime._engine._loop._Timer, its fields set as _Timer.__init__ sets them) pushed as
+   (ticks, 0, seq, timer) into the loop's heap.  Anything else goes to ``fallback`` (the
+   pure-Python method) with the same arguments. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *loop;
+    PyObject *dict;  /* the loop's __dict__: _debug, _closed and _vt_ticks are read there */
+    PyObject *timer; /* the lean timer type */
+    PyObject *heap;
+    PyObject *next_seq;
+    PyObject *fallback;
+    int history;     /* the loop keeps a history: always the fallback */
+    vectorcallfunc vectorcall;
+} LaterCaller;
+
+static PyObject *
+later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    LaterCaller *self = (LaterCaller *)self_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *context = NULL;
+    int slow = nargs < 2 || self->history || self->dict == NULL;
+    if (!slow && kwnames != NULL) {
+        Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+        if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
+                                                          "context") == 0) {
+            context = args[nargs];
+        }
+        else if (nkw != 0) {
+            slow = 1;
+        }
+    }
+    double delay = 0.0;
+    if (!slow) {
+        PyObject *d = args[0];
+        if (PyFloat_CheckExact(d)) {
+            delay = PyFloat_AS_DOUBLE(d);
+        }
+        else if (PyLong_CheckExact(d)) {
+            int overflow;
+            long long v = PyLong_AsLongLongAndOverflow(d, &overflow);
+            if (overflow || (v == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                slow = 1;
+            }
+            delay = (double)v;
+        }
+        else {
+            slow = 1;
+        }
+        if (!(delay < 1e18)) { /* NaN, inf and astronomically long delays included */
+            slow = 1;
+        }
+    }
+    if (!slow) {
+        int debug = dict_flag(self->dict, self->loop, str_debug);
+        if (debug < 0) {
+            return NULL;
+        }
+        int closed = debug ? 0 : dict_flag(self->dict, self->loop, str_closed);
+        if (closed < 0) {
+            return NULL;
+        }
+        slow = debug || closed;
+    }
+    if (slow) {
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    }
+    PyObject *now = PyDict_GetItemWithError(self->dict, str_vt_ticks); /* borrowed */
+    if (now == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_AttributeError, str_vt_ticks);
+        }
+        return NULL;
+    }
+    PyObject *ticks;
+    if (delay > 0) {
+        PyObject *step = delay_step(args[0]);
+        if (step == NULL) {
+            return NULL;
+        }
+        ticks = PyNumber_Add(now, step);
+        Py_DECREF(step);
+        if (ticks == NULL) {
+            return NULL;
+        }
+    }
+    else {
+        ticks = Py_NewRef(now);
+    }
+    PyObject *when = NULL, *cargs = NULL, *handle = NULL, *seq = NULL, *entry = NULL, *ctx = NULL;
+    when = PyNumber_TrueDivide(ticks, ticks_per_second); /* exactly as in Python: int / int */
+    if (when == NULL) {
+        goto error;
+    }
+    cargs = PyTuple_New(nargs - 2);
+    if (cargs == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = 2; i < nargs; i++) {
+        PyTuple_SET_ITEM(cargs, i - 2, Py_NewRef(args[i]));
+    }
+    if (context == NULL || context == Py_None) {
+        ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) {
+            goto error;
+        }
+    }
+    else {
+        ctx = Py_NewRef(context);
+    }
+    PyTypeObject *type = (PyTypeObject *)self->timer;
+    handle = type->tp_alloc(type, 0);
+    if (handle == NULL) {
+        goto error;
+    }
+    SLOT(handle, off_context) = ctx;
+    ctx = NULL;
+    SLOT(handle, off_loop) = Py_NewRef(self->loop);
+    SLOT(handle, off_callback) = Py_NewRef(args[1]);
+    SLOT(handle, off_args) = cargs;
+    cargs = NULL;
+    SLOT(handle, off_cancelled) = Py_NewRef(Py_False);
+    SLOT(handle, off_repr) = Py_NewRef(Py_None);
+    SLOT(handle, off_source_traceback) = Py_NewRef(Py_None);
+    SLOT(handle, off_when) = when;
+    when = NULL;
+    SLOT(handle, off_scheduled) = Py_NewRef(Py_True);
+    seq = PyObject_CallNoArgs(self->next_seq);
+    if (seq == NULL) {
+        goto error;
+    }
+    entry = PyTuple_New(4);
+    if (entry == NULL) {
+        goto error;
+    }
+    PyTuple_SET_ITEM(entry, 0, ticks);
+    ticks = NULL;
+    PyTuple_SET_ITEM(entry, 1, PyLong_FromLong(0));
+    PyTuple_SET_ITEM(entry, 2, seq);
+    seq = NULL;
+    PyTuple_SET_ITEM(entry, 3, Py_NewRef(handle));
+    if (PyTuple_GET_ITEM(entry, 1) == NULL || push(self->heap, entry) < 0) {
+        goto error;
+    }
+    Py_DECREF(entry);
+    return handle;
+error:
+    Py_XDECREF(ticks);
+    Py_XDECREF(when);
+    Py_XDECREF(cargs);
+    Py_XDECREF(ctx);
+    Py_XDECREF(handle);
+    Py_XDECREF(seq);
+    Py_XDECREF(entry);
+    return NULL;
+}
+
+static PyObject *
+later_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *loop, *timer, *fallback;
+    if (!PyArg_ParseTuple(args, "OO!O:LaterCaller", &loop, &PyType_Type, &timer, &fallback)) {
+        return NULL;
+    }
+    if (timer_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
+        return NULL;
+    }
+    if (!PyType_IsSubtype((PyTypeObject *)timer, timer_type)) {
+        PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the lean timer is not a TimerHandle");
+        return NULL;
+    }
+    Py_ssize_t timer_callback;
+    if (slot_offset((PyTypeObject *)timer, "_callback", &timer_callback) < 0) {
+        return NULL;
+    }
+    if (timer_callback != off_callback ||
+        ((PyTypeObject *)timer)->tp_basicsize != timer_type->tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the lean timer's layout differs");
+        return NULL;
+    }
+    PyObject *heap = PyObject_GetAttr(loop, str_vt_heap);
+    PyObject *next_seq = heap == NULL ? NULL : PyObject_GetAttr(loop, str_vt_seq);
+    PyObject *history = next_seq == NULL ? NULL : PyObject_GetAttr(loop, str_vt_history);
+    PyObject *dict = history == NULL ? NULL : PyObject_GenericGetDict(loop, NULL);
+    if (dict == NULL || !PyList_CheckExact(heap)) {
+        if (dict != NULL) {
+            PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the loop's heap is not a list");
+        }
+        Py_XDECREF(heap);
+        Py_XDECREF(next_seq);
+        Py_XDECREF(history);
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    LaterCaller *self = (LaterCaller *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(heap);
+        Py_DECREF(next_seq);
+        Py_DECREF(history);
+        Py_DECREF(dict);
+        return NULL;
+    }
+    self->history = history != Py_None;
+    Py_DECREF(history);
+    self->loop = Py_NewRef(loop);
+    self->dict = dict;
+    self->timer = Py_NewRef(timer);
+    self->heap = heap;
+    self->next_seq = next_seq;
+    self->fallback = Py_NewRef(fallback);
+    self->vectorcall = later_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+later_traverse(LaterCaller *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->loop);
+    Py_VISIT(self->dict);
+    Py_VISIT(self->timer);
+    Py_VISIT(self->heap);
+    Py_VISIT(self->next_seq);
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int
+later_clear(LaterCaller *self)
+{
+    Py_CLEAR(self->loop);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->timer);
+    Py_CLEAR(self->heap);
+    Py_CLEAR(self->next_seq);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
+static void
+later_dealloc(LaterCaller *self)
+{
+    PyObject_GC_UnTrack(self);
+    later_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef later_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(LaterCaller, vectorcall), READONLY, NULL},
+    {NULL},
+};
+
+static PyTypeObject LaterCaller_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.LaterCaller",
+    .tp_basicsize = sizeof(LaterCaller),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The virtual loop's call_later, compiled (see virtualtime._engine._loop).",
+    .tp_new = later_new,
+    .tp_traverse = (traverseproc)later_traverse,
+    .tp_clear = (inquiry)later_clear,
+    .tp_dealloc = (destructor)later_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(LaterCaller, vectorcall),
+    .tp_members = later_members,
+};
+
+/* DictFlag(dict, name): a callable returning dict[name] -- the loop's get_debug, reading
+   ``_debug`` from the loop's __dict__ (every Future built on the loop calls it). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *dict;
+    PyObject *name;
+    vectorcallfunc vectorcall;
+} DictFlag;
+
+static PyObject *
+flag_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    DictFlag *self = (DictFlag *)self_obj;
+    if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "get_debug() takes no arguments");
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(self->dict, self->name);
+    if (value == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_AttributeError, self->name);
+        }
+        return NULL;
+    }
+    return Py_NewRef(value);
+}
+
+static PyObject *
+flag_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *dict, *name;
+    if (!PyArg_ParseTuple(args, "O!U:DictFlag", &PyDict_Type, &dict, &name)) {
+        return NULL;
+    }
+    DictFlag *self = (DictFlag *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->dict = Py_NewRef(dict);
+    self->name = Py_NewRef(name);
+    self->vectorcall = flag_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+flag_traverse(DictFlag *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+flag_clear(DictFlag *self)
+{
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+flag_dealloc(DictFlag *self)
+{
+    PyObject_GC_UnTrack(self);
+    flag_clear(self);
+    Py_CLEAR(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject DictFlag_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.DictFlag",
+    .tp_basicsize = sizeof(DictFlag),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "The virtual loop's get_debug, compiled (see virtualtime._engine._loop).",
+    .tp_new = flag_new,
+    .tp_traverse = (traverseproc)flag_traverse,
+    .tp_clear = (inquiry)flag_clear,
+    .tp_dealloc = (destructor)flag_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(DictFlag, vectorcall),
 };
 
 /* run_ready(popleft, ntodo, failed) -> None
@@ -723,15 +1133,578 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+
+/* ---------------------------------------------------------------------------- sleep */
+
+/* sleep(delay, *, priority=0): virtualtime.sleep, compiled.
+
+   It returns a Sleep, an awaitable that behaves as the coroutine of the pure-Python
+   ``virtualtime._engine._control.sleep`` (the reference) does, without a Python frame: awaited
+   in a task of a running virtual loop that keeps no history, with a finite float or int
+   delay 0 < delay < 1e18 and an int priority, it pushes its future straight into the loop's
+   heap -- the entry _control.sleep pushes -- and yields it, exactly as ``await future``
+   does.  Anything else (no virtual loop, history kept, a zero, infinite or unusual delay, a
+   bad priority) is handed, at the same moment, to the pure-Python coroutine, which it then
+   drives: the same checks, errors and behaviour.  A cancelled sleep counts its dead entry
+   (loop._vt_wake_dropped()), as the pure one does. */
+
+static PyObject *running_here = NULL; /* virtualtime._engine._loop.RUNNING_HERE */
+static PyObject *py_sleep = NULL;     /* the pure-Python coroutine function */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *delay;
+    PyObject *priority;
+    PyObject *future; /* the awaited future (fast path), or NULL */
+    PyObject *loop;   /* its loop, or NULL */
+    PyObject *inner;  /* the pure-Python coroutine this one drives, or NULL */
+    int state;        /* 0 not started, 1 suspended, 2 finished */
+} Sleep;
+
+static PyTypeObject Sleep_Type;
+
+static int
+sleep_traverse(Sleep *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->delay);
+    Py_VISIT(self->priority);
+    Py_VISIT(self->future);
+    Py_VISIT(self->loop);
+    Py_VISIT(self->inner);
+    return 0;
+}
+
+static int
+sleep_clear(Sleep *self)
+{
+    Py_CLEAR(self->delay);
+    Py_CLEAR(self->priority);
+    Py_CLEAR(self->future);
+    Py_CLEAR(self->loop);
+    Py_CLEAR(self->inner);
+    return 0;
+}
+
+static void
+sleep_dealloc(Sleep *self)
+{
+    PyObject_GC_UnTrack(self);
+    sleep_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+sleep_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *priority = NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs != 1 || nkw > 1 ||
+        (nkw == 1 && PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_priority) != 0)) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        PyErr_SetString(PyExc_TypeError,
+                        "sleep() takes one positional argument (delay) and the keyword priority");
+        return NULL;
+    }
+    if (py_sleep == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup_sleep() was not called");
+        return NULL;
+    }
+    priority = nkw == 1 ? args[1] : NULL;
+    Sleep *self = PyObject_GC_New(Sleep, &Sleep_Type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->delay = Py_NewRef(args[0]);
+    self->priority = priority == NULL ? NULL : Py_NewRef(priority);
+    self->future = NULL;
+    self->loop = NULL;
+    self->inner = NULL;
+    self->state = 0;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+/* The pure-Python coroutine for this sleep's arguments (a new reference). */
+static PyObject *
+make_inner(Sleep *self)
+{
+    PyObject *args[2] = {self->delay, self->priority};
+    if (self->priority == NULL) {
+        return PyObject_Vectorcall(py_sleep, args, 1, NULL);
+    }
+    PyObject *kwnames = PyTuple_Pack(1, str_priority);
+    if (kwnames == NULL) {
+        return NULL;
+    }
+    PyObject *res = PyObject_Vectorcall(py_sleep, args, 1, kwnames);
+    Py_DECREF(kwnames);
+    return res;
+}
+
+/* An attribute of the loop, read from its __dict__ (a borrowed reference; NULL with an
+   error set if it is not there). */
+static PyObject *
+loop_item(PyObject *dict, PyObject *name)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, name);
+    if (value == NULL && !PyErr_Occurred()) {
+        PyErr_SetObject(PyExc_AttributeError, name);
+    }
+    return value;
+}
+
+/* Arm the fast path: 1 armed (self->future set), 0 not applicable, -1 error. */
+static int
+arm(Sleep *self)
+{
+    PyObject *delay_obj = self->delay;
+    double delay;
+    if (PyFloat_CheckExact(delay_obj)) {
+        delay = PyFloat_AS_DOUBLE(delay_obj);
+    }
+    else if (PyLong_CheckExact(delay_obj)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(delay_obj, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        delay = (double)v;
+    }
+    else {
+        return 0;
+    }
+    if (!(delay > 0.0 && delay < 1e18)) {
+        return 0;
+    }
+    if (self->priority != NULL && !PyLong_CheckExact(self->priority)) {
+        return 0;
+    }
+    PyObject *loop = PyObject_GetAttr(running_here, str_loop);
+    if (loop == NULL) {
+        return -1;
+    }
+    if (loop == Py_None) {
+        Py_DECREF(loop);
+        return 0;
+    }
+    /* The loop's own attributes, read from its __dict__ (nothing about it is kept). */
+    PyObject *dict = PyObject_GenericGetDict(loop, NULL);
+    if (dict == NULL) {
+        Py_DECREF(loop);
+        return -1;
+    }
+    PyObject *history = loop_item(dict, str_vt_history);
+    PyObject *heap = history == NULL ? NULL : loop_item(dict, str_vt_heap);
+    PyObject *next_seq = heap == NULL ? NULL : loop_item(dict, str_vt_seq);
+    PyObject *ticks = next_seq == NULL ? NULL : loop_item(dict, str_vt_ticks);
+    PyObject *future = NULL, *seq = NULL, *due = NULL, *entry = NULL;
+    int rc = -1;
+    if (ticks == NULL) {
+        Py_DECREF(dict);
+        Py_DECREF(loop);
+        return -1;
+    }
+    if (history != Py_None || !PyList_CheckExact(heap)) {
+        Py_DECREF(dict);
+        Py_DECREF(loop);
+        return 0; /* a kept history (or something unexpected): the pure coroutine's way */
+    }
+    Py_INCREF(heap);
+    Py_INCREF(next_seq);
+    Py_INCREF(ticks);
+    Py_DECREF(dict);
+    PyObject *fargs[1] = {loop};
+    future = PyObject_Vectorcall((PyObject *)waiter_type, fargs, 0, kw_loop);
+    if (future == NULL) {
+        goto done;
+    }
+    PyObject *step = delay_step(self->delay);
+    if (step == NULL) {
+        goto done;
+    }
+    due = PyNumber_Add(ticks, step);
+    Py_DECREF(step);
+    if (due == NULL) {
+        goto done;
+    }
+    seq = PyObject_CallNoArgs(next_seq);
+    if (seq == NULL) {
+        goto done;
+    }
+    entry = PyTuple_New(4);
+    if (entry == NULL) {
+        goto done;
+    }
+    PyTuple_SET_ITEM(entry, 0, Py_NewRef(due));
+    PyTuple_SET_ITEM(entry, 1, self->priority == NULL ? PyLong_FromLong(0)
+                                                     : Py_NewRef(self->priority));
+    PyTuple_SET_ITEM(entry, 2, Py_NewRef(seq));
+    PyTuple_SET_ITEM(entry, 3, Py_NewRef(future));
+    if (PyTuple_GET_ITEM(entry, 1) == NULL || push(heap, entry) < 0) {
+        goto done;
+    }
+    self->future = Py_NewRef(future);
+    self->loop = Py_NewRef(loop);
+    rc = 1;
+done:
+    Py_XDECREF(entry);
+    Py_XDECREF(seq);
+    Py_XDECREF(due);
+    Py_XDECREF(future);
+    Py_XDECREF(next_seq);
+    Py_XDECREF(heap);
+    Py_XDECREF(ticks);
+    Py_DECREF(loop);
+    return rc;
+}
+
+/* The future was made done by someone else than the loop: count its dead entry. */
+static int
+note_dead(Sleep *self)
+{
+    PyObject *res = PyObject_CallMethodNoArgs(self->future, str_cancelled);
+    if (res == NULL) {
+        return -1;
+    }
+    int cancelled = PyObject_IsTrue(res);
+    Py_DECREF(res);
+    if (cancelled > 0) {
+        res = PyObject_CallMethodNoArgs(self->loop, str_wake_dropped);
+        if (res == NULL) {
+            return -1;
+        }
+        Py_DECREF(res);
+    }
+    return cancelled < 0 ? -1 : 0;
+}
+
+static void
+sleep_finish(Sleep *self)
+{
+    self->state = 2;
+    Py_CLEAR(self->future);
+    Py_CLEAR(self->loop);
+}
+
+static PySendResult
+sleep_send(Sleep *self, PyObject *arg, PyObject **presult)
+{
+    *presult = NULL;
+    if (self->inner != NULL) {
+        PySendResult r = PyIter_Send(self->inner, arg, presult);
+        if (r != PYGEN_NEXT) {
+            self->state = 2;
+            Py_CLEAR(self->inner);
+        }
+        return r;
+    }
+    if (self->state == 0) {
+        if (arg != Py_None) {
+            PyErr_SetString(PyExc_TypeError,
+                            "can't send non-None value to a just-started coroutine");
+            return PYGEN_ERROR;
+        }
+        int armed = arm(self);
+        if (armed < 0) {
+            self->state = 2;
+            return PYGEN_ERROR;
+        }
+        if (armed == 0) {
+            self->inner = make_inner(self);
+            if (self->inner == NULL) {
+                self->state = 2;
+                return PYGEN_ERROR;
+            }
+            self->state = 1;
+            return sleep_send(self, arg, presult);
+        }
+        /* What Future.__await__ does on its first step: mark the future awaited, yield it. */
+        if (PyObject_SetAttr(self->future, str_blocking, Py_True) < 0) {
+            sleep_finish(self);
+            return PYGEN_ERROR;
+        }
+        self->state = 1;
+        *presult = Py_NewRef(self->future);
+        return PYGEN_NEXT;
+    }
+    if (self->state == 2) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+        return PYGEN_ERROR;
+    }
+    /* Resumed: the future's result (None), or its exception, as ``await future`` ends. */
+    int done = is_done(self->future);
+    if (done <= 0) {
+        if (done == 0) {
+            PyErr_SetString(PyExc_RuntimeError, "await wasn't used with future");
+        }
+        sleep_finish(self);
+        return PYGEN_ERROR;
+    }
+    PyObject *res = PyObject_CallMethodNoArgs(self->future, str_result);
+    if (res == NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (note_dead(self) < 0) {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+        }
+        else {
+            PyErr_Restore(type, value, tb);
+        }
+        sleep_finish(self);
+        return PYGEN_ERROR;
+    }
+    sleep_finish(self);
+    *presult = res;
+    return PYGEN_RETURN;
+}
+
+static void
+set_stop_iteration(PyObject *value)
+{
+    if (value == Py_None) {
+        PyErr_SetNone(PyExc_StopIteration);
+        return;
+    }
+    PyObject *exc = PyObject_CallOneArg(PyExc_StopIteration, value);
+    if (exc != NULL) {
+        PyErr_SetObject(PyExc_StopIteration, exc);
+        Py_DECREF(exc);
+    }
+}
+
+static PyObject *
+sleep_iternext(Sleep *self)
+{
+    PyObject *result;
+    PySendResult r = sleep_send(self, Py_None, &result);
+    if (r == PYGEN_NEXT) {
+        return result;
+    }
+    if (r == PYGEN_RETURN) {
+        set_stop_iteration(result);
+        Py_DECREF(result);
+    }
+    return NULL;
+}
+
+static PyObject *
+sleep_send_method(Sleep *self, PyObject *arg)
+{
+    PyObject *result;
+    PySendResult r = sleep_send(self, arg, &result);
+    if (r == PYGEN_NEXT) {
+        return result;
+    }
+    if (r == PYGEN_RETURN) {
+        set_stop_iteration(result);
+        Py_DECREF(result);
+    }
+    return NULL;
+}
+
+static PyObject *
+sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    if (self->inner != NULL) {
+        PyObject *meth = PyObject_GetAttrString(self->inner, "throw");
+        if (meth == NULL) {
+            return NULL;
+        }
+        PyObject *res = PyObject_Vectorcall(meth, args, nargs, NULL);
+        Py_DECREF(meth);
+        if (res == NULL) {
+            self->state = 2;
+            Py_CLEAR(self->inner);
+        }
+        return res;
+    }
+    PyObject *typ = args[0];
+    PyObject *val = nargs > 1 ? args[1] : NULL;
+    PyObject *tb = nargs > 2 ? args[2] : NULL;
+    if (tb == Py_None) {
+        tb = NULL;
+    }
+    if (tb != NULL && !PyTraceBack_Check(tb)) {
+        PyErr_SetString(PyExc_TypeError, "throw() third argument must be a traceback object");
+        return NULL;
+    }
+    PyObject *exc;
+    if (PyExceptionInstance_Check(typ)) {
+        if (val != NULL && val != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "instance exception may not have a separate value");
+            return NULL;
+        }
+        exc = Py_NewRef(typ);
+    }
+    else if (PyExceptionClass_Check(typ)) {
+        if (val != NULL && PyExceptionInstance_Check(val) &&
+            PyObject_IsInstance(val, typ) == 1) {
+            exc = Py_NewRef(val);
+        }
+        else if (val == NULL || val == Py_None) {
+            exc = PyObject_CallNoArgs(typ);
+        }
+        else if (PyTuple_Check(val)) {
+            exc = PyObject_Call(typ, val, NULL);
+        }
+        else {
+            exc = PyObject_CallOneArg(typ, val);
+        }
+        if (exc == NULL) {
+            return NULL;
+        }
+    }
+    else {
+        PyErr_Format(PyExc_TypeError,
+                     "exceptions must be classes or instances deriving from BaseException, "
+                     "not %s",
+                     Py_TYPE(typ)->tp_name);
+        return NULL;
+    }
+    if (tb != NULL && PyException_SetTraceback(exc, tb) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    if (self->state == 1 && self->future != NULL) {
+        /* Raised at ``await future``: a cancelled future's entry is dead. */
+        if (note_dead(self) < 0) {
+            Py_DECREF(exc);
+            sleep_finish(self);
+            return NULL;
+        }
+    }
+    sleep_finish(self);
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+static PyObject *
+sleep_close(Sleep *self, PyObject *unused)
+{
+    if (self->inner != NULL) {
+        PyObject *res = PyObject_CallMethod(self->inner, "close", NULL);
+        self->state = 2;
+        Py_CLEAR(self->inner);
+        return res;
+    }
+    /* As the pure coroutine closed at ``await future``: GeneratorExit, nothing counted. */
+    sleep_finish(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+sleep_await(Sleep *self)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *
+sleep_get_name(Sleep *self, void *closure)
+{
+    return PyUnicode_FromString("sleep");
+}
+
+static PyObject *
+sleep_get_await(Sleep *self, void *closure)
+{
+    if (self->inner != NULL) {
+        return Py_NewRef(self->inner);
+    }
+    if (self->state == 1 && self->future != NULL) {
+        return Py_NewRef(self->future);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+sleep_get_running(Sleep *self, void *closure)
+{
+    Py_RETURN_FALSE;
+}
+
+static PyObject *
+sleep_get_none(Sleep *self, void *closure)
+{
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef sleep_methods[] = {
+    {"send", (PyCFunction)sleep_send_method, METH_O, "send(value): as coroutine.send()"},
+    {"throw", (PyCFunction)(void (*)(void))sleep_throw, METH_FASTCALL,
+     "throw(exc): as coroutine.throw()"},
+    {"close", (PyCFunction)sleep_close, METH_NOARGS, "close(): as coroutine.close()"},
+    {NULL},
+};
+
+static PyGetSetDef sleep_getset[] = {
+    {"__name__", (getter)sleep_get_name, NULL, NULL, NULL},
+    {"__qualname__", (getter)sleep_get_name, NULL, NULL, NULL},
+    {"cr_await", (getter)sleep_get_await, NULL, "what the sleep waits for", NULL},
+    {"cr_running", (getter)sleep_get_running, NULL, NULL, NULL},
+    {"cr_frame", (getter)sleep_get_none, NULL, "None: a compiled sleep has no frame", NULL},
+    {"cr_code", (getter)sleep_get_none, NULL, NULL, NULL},
+    {NULL},
+};
+
+static PyAsyncMethods sleep_async = {
+    .am_await = (unaryfunc)sleep_await,
+    .am_send = (sendfunc)sleep_send,
+};
+
+static PyTypeObject Sleep_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.Sleep",
+    .tp_basicsize = sizeof(Sleep),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A pending virtualtime.sleep(), compiled: a coroutine (see virtualtime.sleep).",
+    .tp_traverse = (traverseproc)sleep_traverse,
+    .tp_clear = (inquiry)sleep_clear,
+    .tp_dealloc = (destructor)sleep_dealloc,
+    .tp_as_async = &sleep_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)sleep_iternext,
+    .tp_methods = sleep_methods,
+    .tp_getset = sleep_getset,
+};
+
+/* setup_sleep(running_here, py_sleep) */
+static PyObject *
+setup_sleep(PyObject *module, PyObject *args)
+{
+    PyObject *here, *fallback;
+    if (!PyArg_ParseTuple(args, "OO:setup_sleep", &here, &fallback)) {
+        return NULL;
+    }
+    if (waiter_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
+        return NULL;
+    }
+    Py_XSETREF(running_here, Py_NewRef(here));
+    Py_XSETREF(py_sleep, Py_NewRef(fallback));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_VARARGS,
      "setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error)"},
-    {"push_after", (PyCFunction)(void (*)(void))push_after, METH_FASTCALL,
-     "push_after(heap, next_seq, ticks, delay, priority, item) -> seq"},
     {"fire", (PyCFunction)(void (*)(void))fire, METH_FASTCALL,
      "fire(heap, now, seconds, ready_append) -> (fired, dead, seconds)"},
     {"run_ready", (PyCFunction)(void (*)(void))run_ready, METH_FASTCALL,
      "run_ready(popleft, ntodo, failed) -> None"},
+    {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},
+    {"sleep", (PyCFunction)(void (*)(void))sleep_call, METH_FASTCALL | METH_KEYWORDS,
+     "sleep(delay, *, priority=0)\n--\n\n"
+     "virtualtime.sleep, compiled: sleep ``delay`` virtual seconds; at one instant smaller\n"
+     "``priority`` wakes first (see the pure-Python virtualtime._engine._control.sleep)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -743,7 +1716,8 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__cwake(void)
 {
-    if (PyType_Ready(&SoonCaller_Type) < 0) {
+    if (PyType_Ready(&SoonCaller_Type) < 0 || PyType_Ready(&Sleep_Type) < 0 ||
+        PyType_Ready(&DictFlag_Type) < 0 || PyType_Ready(&LaterCaller_Type) < 0) {
         return NULL;
     }
     str_done = PyUnicode_InternFromString("done");
@@ -751,14 +1725,34 @@ PyInit__cwake(void)
     str_run = PyUnicode_InternFromString("_run");
     str_debug = PyUnicode_InternFromString("_debug");
     str_closed = PyUnicode_InternFromString("_closed");
-    if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed) {
+    str_loop = PyUnicode_InternFromString("loop");
+    str_vt_ticks = PyUnicode_InternFromString("_vt_ticks");
+    str_vt_heap = PyUnicode_InternFromString("_vt_heap");
+    str_vt_seq = PyUnicode_InternFromString("_vt_seq");
+    str_vt_history = PyUnicode_InternFromString("_vt_history");
+    str_blocking = PyUnicode_InternFromString("_asyncio_future_blocking");
+    str_cancelled = PyUnicode_InternFromString("cancelled");
+    str_result = PyUnicode_InternFromString("result");
+    str_wake_dropped = PyUnicode_InternFromString("_vt_wake_dropped");
+    str_priority = PyUnicode_InternFromString("priority");
+    if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed || !str_loop ||
+        !str_vt_ticks || !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
+        !str_cancelled || !str_result || !str_wake_dropped || !str_priority) {
+        return NULL;
+    }
+    kw_loop = PyTuple_Pack(1, str_loop);
+    ticks_per_second = PyLong_FromLong(1000000000L);
+    if (kw_loop == NULL || ticks_per_second == NULL) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(module, "SoonCaller", (PyObject *)&SoonCaller_Type) < 0) {
+    if (PyModule_AddObjectRef(module, "SoonCaller", (PyObject *)&SoonCaller_Type) < 0 ||
+        PyModule_AddObjectRef(module, "Sleep", (PyObject *)&Sleep_Type) < 0 ||
+        PyModule_AddObjectRef(module, "DictFlag", (PyObject *)&DictFlag_Type) < 0 ||
+        PyModule_AddObjectRef(module, "LaterCaller", (PyObject *)&LaterCaller_Type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

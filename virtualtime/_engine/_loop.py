@@ -140,7 +140,12 @@ _CREEP_AFTER: Final = 8
 """Rounds at one instant that may fire ``call_at`` timers re-armed at that very instant,
 after which time creeps forward one tick (see ``VirtualEventLoop._vt_rearmed_round``)."""
 
+JUMP_ROUND_EVERY: Final = 256
+"""At most this many waits in a row skip their loop round (``_vt_jump_to``; a power of two)."""
+
 _InvalidStateError: Final = asyncio.InvalidStateError
+_new_handle: Final = object.__new__
+_copy_context: Final = contextvars.copy_context
 _WAITER: Final = WAITER
 _Future: Final = asyncio.Future
 _THIS_FILE: Final = __file__
@@ -272,6 +277,31 @@ def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
             pass
 
 
+class _RunningHere(threading.local):
+    """The virtual loop running in this thread (``loop``), or None."""
+
+    loop: VirtualEventLoop | None = None
+
+
+RUNNING_HERE: Final = _RunningHere()
+"""Which virtual loop runs in this thread: what ``asyncio.get_running_loop()`` returns while
+one does, set and restored by :meth:`VirtualEventLoop.run_forever`.
+
+For :func:`virtualtime.sleep`, on every wake-up.  On CPython 3.11 ``get_running_loop()``
+makes a ``getpid()`` system call each time (to tell a forked child from its parent), which
+costs more than the rest of the sleep's own bookkeeping; reading a thread-local does not.
+A forked child forgets it (below), as ``get_running_loop()`` does.
+"""
+
+
+def _forget_running_in_child() -> None:
+    RUNNING_HERE.loop = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_running_in_child)
+
+
 def _short(value: object) -> str:
     """``repr(value)``, cut short: a 400-digit int is named, not printed."""
     text = repr(value)
@@ -377,12 +407,12 @@ def _load_core() -> Any:
 
 
 _core: Final = _load_core()
+core: Final = _core
+"""The compiled core module, set up; None on the pure-Python path."""
 COMPILED: Final = _core is not None
 """Is the loop running on its compiled core?  (False: the pure-Python path.)"""
 _core_fire: Final = None if _core is None else _core.fire
 _core_run_ready: Final = None if _core is None else _core.run_ready
-core_push_after: Final = None if _core is None else _core.push_after
-"""``push_after(heap, next_seq, ticks, delay, priority, item) -> seq`` or None (see sleep)."""
 
 
 def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
@@ -571,6 +601,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_rearm_tick = -1
         self._vt_rearm_rounds = 0
         self._vt_creeping = (-2, 0)
+        # Waits that skipped their loop round (_vt_jump_to), counted to take one in
+        # _JUMP_ROUND_EVERY anyway.
+        self._vt_skipped = 0
         self._vt_drives: list[tuple[int, int, _Drive]] = []
         self._vt_target: asyncio.Future[Any] | None = None
         self._vt_fired = 0
@@ -747,9 +780,19 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # either method keeps its own.
         cls = type(self)
         if cls.get_debug is _base_events.BaseEventLoop.get_debug:
-            self.get_debug = functools.partial(getattr, self, "_debug")  # type: ignore[method-assign]
+            if _core is not None:  # the compiled twin: reads the flag from the loop's __dict__
+                self.get_debug = _core.DictFlag(self.__dict__, "_debug")  # type: ignore[method-assign]
+            else:
+                self.get_debug = functools.partial(getattr, self, "_debug")  # type: ignore[method-assign]
         if cls.create_future is _base_events.BaseEventLoop.create_future:
             self.create_future = functools.partial(_Future, loop=self)  # type: ignore[method-assign]
+        if _core is not None and cls.call_later is VirtualEventLoop.call_later:
+            # The compiled call_later: the inline path below (every asyncio.sleep), without a
+            # Python frame; anything unusual (a priority, debug mode, history, an odd delay)
+            # calls the method.
+            self.call_later = _core.LaterCaller(  # type: ignore[method-assign]
+                self, _Timer, functools.partial(VirtualEventLoop.call_later, self)
+            )
         if _core is not None and cls.call_soon is VirtualEventLoop.call_soon:
             # The compiled call_soon: the same lean handle, made without a Python frame; in
             # debug mode or on a closed loop it calls the method below.
@@ -846,7 +889,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if delay > 0:
             step = round(delay * TICKS_PER_SECOND)
             ticks += step if step > 0 else 1
-        handle = _Timer(ticks / TICKS_PER_SECOND, callback, args, self, context)
+        # _Timer.__init__, inlined: a Python frame less on every asyncio.sleep().
+        handle = _new_handle(_Timer)
+        handle._context = _copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
+        handle._when = ticks / TICKS_PER_SECOND
+        handle._scheduled = True
         seq = self._vt_seq()
         _heappush(self._vt_heap, (ticks, 0, seq, handle))
         if self._vt_history is not None:
@@ -867,7 +920,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if handle._source_traceback:  # type: ignore[attr-defined]
                 del handle._source_traceback[-1]  # type: ignore[attr-defined]
             return handle
-        handle = _Soon(callback, args, self, context)
+        # _Soon.__init__, inlined: a Python frame less on every wake-up of the pure path.
+        handle = _new_handle(_Soon)
+        handle._context = _copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
         self._ready.append(handle)
         return handle
 
@@ -899,6 +960,52 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         _heappush(self._vt_heap, (ticks, priority, seq, future))
         if self._vt_history is not None:
             self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
+
+    def _vt_jump_to(self, ticks: int, task: asyncio.Task[Any] | None) -> bool:
+        """Move the clock to tick ``ticks`` now if the next round would do only that.
+
+        For a wait made by ``task`` (None: the current task) that is about to suspend until
+        ``ticks``: when nothing is ready, no timer or drive comes due before or at ``ticks``,
+        time is on the fast path (autojump, no rate, no threshold, no history, not debug)
+        and nothing outside the loop can deliver, the next round would only jump to
+        ``ticks`` and wake this task.  Then the clock moves here and True says "go on at
+        once, without suspending"; False says "wait the ordinary way".  One wait in
+        :data:`JUMP_ROUND_EVERY` (counted per loop) takes the round anyway, so a model that
+        never needs the loop still lets it deliver ``Ctrl-C`` and cancellations.  The sim
+        kit's waits (``virtualtime.sim._fast.jump_to``) call this.
+        """
+        if self._ready or ticks <= self._vt_ticks:
+            return False
+        heap = self._vt_heap
+        if heap and heap[0][0] <= ticks:
+            return False
+        drives = self._vt_drives
+        if (
+            (drives and drives[0][0] <= ticks)
+            or not self._vt_fast
+            or self._stopping
+            or self._debug
+            or self._vt_history is not None
+            or not self._vt_world.quiet()
+        ):
+            return False
+        if task is None:
+            task = _current_task(self)
+        if task is None or task.cancelling():
+            return False
+        skipped = self._vt_skipped + 1
+        self._vt_skipped = skipped
+        if not skipped & (JUMP_ROUND_EVERY - 1):
+            return False
+        self._vt_set_ticks(ticks)
+        return True
+
+    def _vt_jump_by(self, delay: float, task: asyncio.Task[Any] | None) -> bool:
+        """:meth:`_vt_jump_to` the tick ``call_later(delay, ...)`` would fire at (delay > 0)."""
+        if self._ready or not 0 < delay < _FAR:
+            return False
+        step = round(delay * TICKS_PER_SECOND)
+        return self._vt_jump_to(self._vt_ticks + (step if step > 0 else 1), task)
 
     def _vt_wake_dropped(self) -> None:
         """A future given to :meth:`_vt_wake_after` was made done before its instant."""
@@ -1466,11 +1573,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def run_forever(self) -> None:
         """Like the stock method; with ``patch_time=True`` the stdlib clocks follow this loop."""
-        if self._vt_patch is None:
-            super().run_forever()
-            return
-        with self._vt_patch:
-            super().run_forever()
+        here = RUNNING_HERE
+        outer = here.loop
+        here.loop = self
+        try:
+            if self._vt_patch is None:
+                super().run_forever()
+            else:
+                with self._vt_patch:
+                    super().run_forever()
+        finally:
+            here.loop = outer
 
     def run_until_complete(self, future: Any) -> Any:
         """Like the stock method; raises :class:`DeadlockError` instead of hanging.
