@@ -317,6 +317,58 @@ delay_step(PyObject *delay)
     return NULL;
 }
 
+/* push_after(heap, next_seq, ticks, delay, priority, item) -> seq
+
+   The entry of a sleep of ``delay`` seconds (a float or int, 0 < delay < 1e18) from tick
+   ``ticks``: (ticks + max(1, round(delay * 1e9)), priority, seq, item).  */
+static PyObject *
+push_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "push_after() takes 6 arguments");
+        return NULL;
+    }
+    PyObject *heap = args[0];
+    if (!PyList_CheckExact(heap)) {
+        PyErr_SetString(PyExc_TypeError, "push_after(): heap must be a list");
+        return NULL;
+    }
+    PyObject *step = delay_step(args[3]);
+    if (step == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "push_after(): delay must be a float or an int");
+        }
+        return NULL;
+    }
+    PyObject *due = PyNumber_Add(args[2], step);
+    Py_DECREF(step);
+    if (due == NULL) {
+        return NULL;
+    }
+    PyObject *seq = PyObject_CallNoArgs(args[1]);
+    if (seq == NULL) {
+        Py_DECREF(due);
+        return NULL;
+    }
+    PyObject *entry = PyTuple_New(4);
+    if (entry == NULL) {
+        Py_DECREF(due);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(entry, 0, due);
+    PyTuple_SET_ITEM(entry, 1, Py_NewRef(args[4]));
+    PyTuple_SET_ITEM(entry, 2, Py_NewRef(seq));
+    PyTuple_SET_ITEM(entry, 3, Py_NewRef(args[5]));
+    int rc = push(heap, entry);
+    Py_DECREF(entry);
+    if (rc < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    return seq;
+}
+
 /* --------------------------------------------------------------------------- firing */
 
 static int
@@ -1696,6 +1748,8 @@ setup_sleep(PyObject *module, PyObject *args)
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_VARARGS,
      "setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error)"},
+    {"push_after", (PyCFunction)(void (*)(void))push_after, METH_FASTCALL,
+     "push_after(heap, next_seq, ticks, delay, priority, item) -> seq"},
     {"fire", (PyCFunction)(void (*)(void))fire, METH_FASTCALL,
      "fire(heap, now, seconds, ready_append) -> (fired, dead, seconds)"},
     {"run_ready", (PyCFunction)(void (*)(void))run_ready, METH_FASTCALL,

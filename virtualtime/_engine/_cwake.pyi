@@ -12,6 +12,15 @@ def setup(
     invalid_state_error: type[BaseException],
     /,
 ) -> None: ...
+def push_after(
+    heap: list[Any],
+    next_seq: Callable[[], int],
+    ticks: int,
+    delay: float,
+    priority: int,
+    item: object,
+    /,
+) -> int: ...
 def fire(
     heap: list[Any], now: int, seconds: float, ready_append: Callable[[Any], object], /
 ) -> tuple[int, int, float]: ...
