@@ -317,6 +317,15 @@ def test_a_native_sleep_is_a_coroutine_to_asyncio_on_either_path() -> None:
     assert virtualtime.run(main()) == [0.5, [None, None], 1.5, 2.5, math.inf]
 
 
+def test_a_native_sleep_never_awaited_warns_on_either_path() -> None:
+    async def main() -> None:
+        virtualtime.sleep(1)  # the forgotten ``await``
+        gc.collect()
+
+    with pytest.warns(RuntimeWarning, match=r"coroutine '(virtualtime\.)?sleep' was never awaited"):
+        virtualtime.run(main())
+
+
 def test_a_native_sleep_thrown_into_counts_its_dead_entry_once() -> None:
     async def main() -> tuple[int, int]:
         loop = asyncio.get_running_loop()

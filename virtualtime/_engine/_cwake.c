@@ -1241,6 +1241,17 @@ static void
 sleep_dealloc(Sleep *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->state == 0 && self->inner == NULL) {
+        /* Never awaited (nor closed): warn as CPython does for a coroutine, so a forgotten
+           ``await`` before virtualtime.sleep() is as loud compiled as it is pure. */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (PyErr_WarnEx(PyExc_RuntimeWarning,
+                         "coroutine 'virtualtime.sleep' was never awaited", 1) < 0) {
+            PyErr_WriteUnraisable((PyObject *)self);
+        }
+        PyErr_Restore(type, value, tb);
+    }
     sleep_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
