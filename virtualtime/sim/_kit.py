@@ -36,9 +36,12 @@ timer heap itself, with no timer handle (:mod:`virtualtime.sim._native`) -- and 
 nothing else precedes skips its loop round (:mod:`virtualtime.sim._fast`); other waits are
 plain futures, and a released unit goes straight to the next request.  On another asyncio
 loop sleeps are ``call_later`` timers.  On trio the kit uses trio's own primitives (a
-``trio.Event`` per wait, a ``trio.CancelScope`` deadline per sleep) rather than anyio's
-wrappers.  The behaviour is the same on all of them; trio randomises the order of
-same-instant wake-ups by design, so only asyncio promises FIFO.
+``trio.Event`` per wait) rather than anyio's wrappers; a sleep on virtualtime's trio clock is
+one of the clock's kit waits (virtualtime/trio/_park.py: parked on the clock, or no wait at all
+when nothing else can happen first), on another trio clock a ``trio.CancelScope`` deadline.
+The behaviour is the same on all of them; trio randomises the order of same-instant wake-ups
+by design, so only asyncio (and the kit's sleeps among themselves on virtualtime's trio clock)
+promises FIFO.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ import anyio
 import sniffio
 
 from .._shared._errors import DeadlockError, UsageError, VirtualTimeError
-from .._shared._time import check_delay, to_seconds, to_ticks
+from .._shared._time import check_delay, delay_ticks, to_seconds, to_ticks
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
 from ._fast import trio_module
@@ -265,6 +268,7 @@ _NO_WAIT: Final = _NoWait()
 _Future: Final = asyncio.Future
 _TPS: Final = 1e9  # ticks per second of the virtual loop's integer clock
 _new_sleep: Final = object.__new__
+_FAR_SECONDS: Final = 1e15  # sleeps this long (math.inf) on trio keep the cancel-scope path
 
 
 # --------------------------------------------------------------------------- the simulation
@@ -315,6 +319,7 @@ class Simulation:
         self._entered = False
         self._started = 0.0
         self._unstarted = 0  # order="simpy" on asyncio: processes started but not yet run
+        self._park: Any = None  # on virtualtime's trio clock: the clock (its kit waits)
 
     @property
     def order(self) -> str:
@@ -350,7 +355,13 @@ class Simulation:
         else:
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
-            self._clock = trio_module().current_time
+            trio = trio_module()
+            self._clock = trio.current_time
+            # virtualtime's trio clock parks the kit's sleeps itself (virtualtime/trio/_park.py;
+            # found on the clock: sim may not import virtualtime.trio); other clocks do not.
+            running = trio.lowlevel.current_clock()
+            if getattr(running, "_vt_sleep", None) is not None:
+                self._park = running
         self._started = self._clock()
         self._token = _SIM.set(self)
         return self
@@ -458,6 +469,8 @@ class Simulation:
                 )
         halt = self._halt = self._new_waiter()
         driver: Any = None
+        if self._park is not None:
+            self._park._vt_fresh()  # the caller may just have entered a fail_after
         try:
             if until is None:
                 self._halt_when_empty = True
@@ -562,6 +575,7 @@ class Process(_Abandonable, Generic[T]):
         "_exc",
         "_joiners",
         "_name",
+        "_parked",
         "_pending",
         "_scope",
         "_state",
@@ -584,6 +598,7 @@ class Process(_Abandonable, Generic[T]):
         self._target: Waiter | None = None
         self._task: asyncio.Task[Any] | None = None
         self._scope: Any = None  # a trio.CancelScope, on trio
+        self._parked: Any = None  # its sleep parked on virtualtime's trio clock, if it is in one
 
     @property
     def name(self) -> str:
@@ -640,6 +655,9 @@ class Process(_Abandonable, Generic[T]):
         """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
         with trio_module().CancelScope() as scope:
             self._scope = scope
+            park = self._env._park
+            if park is not None:
+                park._vt_fresh()  # a new task: the clock's in-place verdict must look again
             await self._body()
         if scope.cancelled_caught and self._state == _PENDING:
             self._finish(None, None, cancelled=True)
@@ -684,10 +702,15 @@ class Process(_Abandonable, Generic[T]):
         target = self._target
         if target is not None and not target.done():
             target.set_exception(exc)
-        else:
-            if self._pending is None:
-                self._pending = []
-            self._pending.append(exc)
+            return
+        if self._pending is None:
+            self._pending = []
+        self._pending.append(exc)
+        parked = self._parked
+        if parked is not None and parked.task is not None:
+            # Parked on virtualtime's trio clock and not woken yet: wake it early; its sleep
+            # then raises the interrupt (the first pending one, which is this one).
+            parked.cancel()
 
     def cancel(self) -> None:
         """Cancel the process: its kit waits are taken back and it ends without a value.
@@ -872,11 +895,37 @@ def _drop_native(future: asyncio.Future[Any]) -> None:
 
 
 async def _sleep_anyio(env: Simulation, delay: float) -> None:
+    """:func:`sleep` on trio: a kit wait on virtualtime's trio clock, else a cancel scope."""
     proc = _PROC.get()
+    if proc is not None and proc._pending:
+        raise proc._pending.pop(0)
+    clock = env._park
+    if clock is not None and 0 < delay < _FAR_SECONDS:  # sleep(0) still lets others run first
+        # A kit wait (virtualtime/trio/_park.py), the Timer's rounding: the instant is the
+        # current tick plus the delay in ticks.  Interrupts wake it early (Process.interrupt).
+        trio = trio_module()
+        ticks = to_ticks(trio.current_time()) + delay_ticks(delay)
+        clock._vt_fresh()  # the process may just have entered a move_on_after
+        parked = clock._vt_sleep(ticks, trio.lowlevel.current_task())
+        if parked is None:  # nothing else can happen first: time moves in place
+            await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled task moves no time
+            clock._vt_arrive(ticks)
+            return
+        if proc is None:
+            await parked.wait()  # nobody can interrupt it: only a cancellation ends it early
+            return
+        proc._parked = parked
+        try:
+            awake = await parked.wait()
+        finally:
+            proc._parked = None
+        if not awake:
+            pending = proc._pending
+            assert pending, "a parked kit sleep is woken early only by an interrupt"
+            raise pending.pop(0)
+        return
     waiter = _Waiter()
     if proc is not None:
-        if proc._pending:
-            raise proc._pending.pop(0)
         proc._target = waiter
     try:
         with trio_module().move_on_after(delay):
@@ -884,6 +933,13 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
     finally:
         if proc is not None:
             proc._target = None
+    exc = waiter._exc
+    if exc is not None and proc is not None:
+        # Interrupted after the deadline woke the task but before it ran: not lost, raised
+        # at the next kit await (as on asyncio, where the sleep's future is done by then).
+        if proc._pending is None:
+            proc._pending = []
+        proc._pending.insert(0, exc)  # type: ignore[arg-type]
 
 
 def sleep(delay: float) -> Awaitable[None]:
