@@ -237,6 +237,41 @@ def test_outside_work_still_holds_a_parked_wait() -> None:
     assert 0.09 <= time.perf_counter() - t0 < 1.0  # real-time: the delay's own length
 
 
+def test_outside_work_still_holds_driving_vehicles() -> None:
+    # The clock skips reading the await chain of a vehicle's own driver while it is parked;
+    # a thread job in another task must still hold time: the vans' steps (every 0.02 virtual
+    # s) then go at real-time pace until the arrival at 0.1 releases the job.
+    release = threading.Event()
+
+    def ended(van: sim.Vehicle[Any], outcome: sim.JourneyOutcome[Any]) -> None:
+        release.set()
+
+    async def main() -> float:
+        fleet = sim.Fleet()
+        vans = [
+            fleet.add(
+                sim.Vehicle(
+                    sim.Euclidean(),
+                    position=(0.0, float(k)),
+                    velocity=1.0,
+                    step_size=0.02,
+                    on_journey_ended=ended if k == 0 else None,
+                )
+            )
+            for k in range(3)
+        ]
+        async with fleet, trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(trio.to_thread.run_sync, release.wait))
+            await trio.testing.wait_all_tasks_blocked(0.001)
+            for k, van in enumerate(vans):
+                van.travel_to((0.1 * (k + 1), float(k)))
+        return trio.current_time()
+
+    t0 = time.perf_counter()
+    assert virtualtime.trio.run(main) == pytest.approx(0.3)
+    assert 0.09 <= time.perf_counter() - t0 < 1.0  # real-time: the first arrival's 0.1 s
+
+
 # ----------------------------------------------------------- vehicles, and other clocks
 
 

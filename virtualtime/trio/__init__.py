@@ -385,6 +385,9 @@ class VirtualClock(trio.abc.Clock):
         self._kit: list[tuple[int, int, _park.Parked]] = []
         self._kit_count = 0
         self._kit_dead = 0  # entries of cancelled or woken-early waits still in the heap
+        # The toolkit's own tasks (a vehicle's driver) parked since the last idle question:
+        # task -> its Parked.  _absorb need not read their chain (see _park.park).
+        self._kit_own: dict[trio.lowlevel.Task, _park.Parked] = {}
         self._rounds = 0
         self._kit_round = -1
         self._kit_limit = -1.0
@@ -520,6 +523,7 @@ class VirtualClock(trio.abc.Clock):
         self._run_addresses.clear()
         self._probe_installed = False
         self._kit.clear()
+        self._kit_own.clear()
         self._kit_dead = 0
         self._plan_kit = -1
         self._kit_round = -1
@@ -629,19 +633,25 @@ class VirtualClock(trio.abc.Clock):
         waits = self._waits
         inside = self._inside_io
         scheduled = self._scheduled
+        own = self._kit_own
         if not waits and not inside:
             # The common case: tasks that sleep, or wait on each other.
             for task in scheduled:
+                parked = own.get(task)
+                if parked is not None and parked.task is task:
+                    continue  # the toolkit's own task, still in its kit wait: a sleep
                 if _classify(task) is not None:
                     break
             else:
                 scheduled.clear()
+                own.clear()
                 self._hold_since = None
                 return
         fresh: list[tuple[trio.lowlevel.Task, _Wait]] | None = None
         progressed = False
         for task in scheduled:
-            wait = _classify(task)
+            parked = own.get(task)
+            wait = None if parked is not None and parked.task is task else _classify(task)
             if wait is None:
                 if waits:
                     waits.pop(task, None)
@@ -662,6 +672,7 @@ class VirtualClock(trio.abc.Clock):
                 if inside:
                     inside.pop(task, None)
         scheduled.clear()
+        own.clear()
         if fresh is not None:
             # Two passes: every socket's own address first, so that a peer seen in the same
             # batch is known to be ours.
@@ -926,6 +937,7 @@ class VirtualClock(trio.abc.Clock):
         self._inside_io.clear()
         self._run_addresses.clear()
         self._kit.clear()
+        self._kit_own.clear()
         self._plan_kit = -1
         if self._layers:
             _options.closed(self, self._layers)

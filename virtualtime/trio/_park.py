@@ -181,6 +181,11 @@ def park(
     if clock._kit_dead > _PRUNE_AT and 2 * clock._kit_dead > len(kit):
         prune(clock)
     _heappush(kit, (ticks, order, parked))
+    if quiet is not None:
+        # Only a vehicle's driver parks with ``quiet``: a task the toolkit started itself, so
+        # its chain of awaits is the toolkit's and ends here (never inside a from_thread job or
+        # on a socket).  The clock's _absorb skips reading it while it is still parked.
+        clock._kit_own[task] = parked
     scheduled = clock._scheduled
     if (
         len(scheduled) == 1
