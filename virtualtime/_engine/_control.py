@@ -192,7 +192,9 @@ async def sleep(delay: float, *, priority: int = 0) -> None:
     wake-ups matters (a sensor that must read before the controller acts).  Within one
     priority, first to sleep is first to wake.  ``delay`` must be >= 0 (``math.inf`` sleeps
     until cancelled).  Cancellation, ``asyncio.timeout``, ``wait_for`` and anyio's cancel
-    scopes act on it exactly as on ``asyncio.sleep``.
+    scopes act on it exactly as on ``asyncio.sleep``.  With the compiled core this name is a
+    compiled function whose result asyncio treats as a coroutine (without a Python frame), so
+    ``inspect.iscoroutinefunction(virtualtime.sleep)`` is False there.
     """
     # The common case costs two checks; anything unusual gets the full validation.
     if (type(delay) not in _NUMBERS or not delay >= 0) and delay != math.inf:

@@ -22,8 +22,9 @@ loop) takes the round anyway, so a model that never needs the loop still lets it
 and ``_vt_jump_by``); :func:`jump_to` and :func:`jump_by` are its callers here, and
 ``tests/test_sim_fast.py`` pins the contract.
 
-On trio the toolkit uses trio's own primitives (``trio.CancelScope`` deadlines,
-``trio.lowlevel.wait_task_rescheduled``) instead of anyio's wrappers around them.
+On trio the toolkit waits on virtualtime's trio clock through the clock's kit waits
+(``virtualtime/trio/_park.py``: the task parks on the clock, or goes on in place when nothing
+else can happen first); on another trio clock, on a ``trio.CancelScope`` deadline.
 """
 
 from __future__ import annotations
