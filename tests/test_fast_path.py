@@ -319,7 +319,7 @@ def test_a_native_sleep_is_a_coroutine_to_asyncio_on_either_path() -> None:
 
 def test_a_native_sleep_never_awaited_warns_on_either_path() -> None:
     async def main() -> None:
-        virtualtime.sleep(1)  # the forgotten ``await``
+        virtualtime.sleep(1)  # type: ignore[unused-coroutine]  # the forgotten ``await``
         gc.collect()
 
     with pytest.warns(RuntimeWarning, match=r"coroutine '(virtualtime\.)?sleep' was never awaited"):
