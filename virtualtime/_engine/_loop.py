@@ -241,26 +241,20 @@ class _Soon(asyncio.Handle):
     asyncio-private: the fields are exactly those of ``Handle`` (unchanged from 3.11 to 3.15),
     as for :class:`_Timer`.  Every task wake-up goes through ``call_soon`` (a future schedules
     its waiter's callback with it), so the stock ``get_debug()`` call and the
-    ``call_soon`` -> ``_call_soon`` -> ``Handle.__init__`` chain cost on every wake-up.
-    Debug-mode loops use the stock path, which records the source traceback.
+    ``call_soon`` -> ``_call_soon`` -> ``Handle.__init__`` chain cost on every wake-up.  The
+    fields are therefore set where the handle is made -- inline in
+    :meth:`VirtualEventLoop.call_soon`, and in C by the compiled core -- and the class adds no
+    constructor of its own (calling it runs the stock one).  Debug-mode loops use the stock
+    path, which records the source traceback.
     """
 
     __slots__ = ()
-
-    def __init__(
-        self,
-        callback: Callable[..., object],
-        args: tuple[Any, ...],
-        loop: asyncio.AbstractEventLoop,
-        context: contextvars.Context | None,
-    ) -> None:
-        self._context = contextvars.copy_context() if context is None else context
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+    # The stock fields the loop sets (typeshed does not declare these private ones).
+    _context: contextvars.Context
+    _loop: asyncio.AbstractEventLoop
+    _callback: Callable[..., object]
+    _repr: str | None
+    _source_traceback: Any
 
 
 def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
