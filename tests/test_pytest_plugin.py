@@ -1326,6 +1326,111 @@ def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
     )
 
 
+def test_a_timeout_that_lands_in_a_loop_callback_still_ends_the_test(
+    pytester: pytest.Pytester,
+) -> None:
+    # asyncio hands whatever a callback raises (but Ctrl-C and SystemExit) to the exception
+    # handler and goes on; pytest-timeout's alarm raised there used to vanish, and a test with
+    # no horizon then ran for ever.  Here the alarm always lands in a callback.
+    pytest.importorskip("pytest_timeout")
+    write(
+        pytester,
+        test_slow="""
+        import asyncio
+        import time
+        import pytest
+
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=None)
+        @pytest.mark.timeout(0.3, method="signal")
+        async def test_endless():
+            loop = asyncio.get_running_loop()
+            await asyncio.sleep(5)
+            loop.call_soon(time.sleep, 30)  # real-time: a slow callback, where the alarm lands
+            while True:
+                await asyncio.sleep(1)
+        """,
+    )
+    pytester.makeini(INI)
+    result = pytester.runpytest_subprocess(*BASE_ARGS, "-p", "timeout", timeout=60)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*Timeout (>0.3s) from pytest-timeout.",
+            "*virtualtime: test_slow.py::test_endless was interrupted: virtual time reached "
+            "t=5 s (5 s after the test started at t=0 s), 1 timer fired.  Likely cause:*",
+        ]
+    )
+
+
+@pytest.mark.parametrize("runner", ["asyncio", "anyio"])
+def test_pytest_outcomes_raised_in_loop_callbacks_end_the_test(
+    pytester: pytest.Pytester, runner: str
+) -> None:
+    mark = "pytest.mark.asyncio" if runner == "asyncio" else "pytest.mark.anyio"
+    write(
+        pytester,
+        test_callbacks=f"""
+        import asyncio
+        import pytest
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+
+        def fail_here():
+            pytest.fail("failed in a callback")
+
+        @{mark}
+        @pytest.mark.virtualtime(max_time=3600)  # the horizon: were the failure lost
+        async def test_fails():
+            asyncio.get_running_loop().call_later(3, fail_here)
+            try:
+                while True:
+                    await asyncio.sleep(1)
+            finally:
+                print("cleaned up at", asyncio.get_running_loop().time())
+
+        @{mark}
+        @pytest.mark.virtualtime
+        async def test_skips():
+            asyncio.get_running_loop().call_soon(pytest.skip, "skipped in a callback")
+            await asyncio.sleep(3600)
+            raise AssertionError("not reached: the skip cancels the test's task")
+
+        @{mark}
+        @pytest.mark.virtualtime
+        async def test_finishes_first():
+            asyncio.get_running_loop().call_soon(fail_here)
+            await asyncio.sleep(0)  # the callback runs; the cancellation it asks comes later
+            await asyncio.sleep(0)
+
+        @{mark}
+        @pytest.mark.virtualtime
+        async def test_other_errors_go_to_the_handler_set_before(caplog):
+            asyncio.get_running_loop().call_soon(lambda: 1 / 0)
+            await asyncio.sleep(1)
+            assert "ZeroDivisionError" in caplog.text  # asyncio's default handler logs it
+        """,
+    )
+    result = run(pytester, "-rfs", "-s")
+    lines = [
+        "*cleaned up at 3.0*",
+        "FAILED test_callbacks.py::test_fails - Failed: failed in a callback",
+        "FAILED test_callbacks.py::test_finishes_first - Failed: failed in a callback",
+        "SKIPPED * skipped in a callback",
+    ]
+    if runner == "asyncio":
+        result.assert_outcomes(failed=2, skipped=1, passed=1)
+    else:  # anyio's runner sets a handler of its own, which raises them after the test
+        result.assert_outcomes(failed=3, skipped=1)
+        lines += [
+            "FAILED *::test_other_errors_go_to_the_handler_set_before*",
+            "*ZeroDivisionError*",
+        ]
+    result.stdout.fnmatch_lines_random(lines)
+
+
 def test_ctrl_c_in_a_virtual_test_tells_where_virtual_time_was(
     pytester: pytest.Pytester,
 ) -> None:

@@ -36,7 +36,9 @@ default is :data:`DEFAULT_MAX_TIME` (one virtual day), replaced by the ini optio
 ``virtualtime_max_time`` and, above it, by ``--virtualtime-max-time``; a mark's ``max_time``
 wins over both.  How it is watched without a timer of its own (which would change ``peek()``,
 ``step()`` and deadlock detection) is told in :class:`_Watch`.  When a virtual test is
-interrupted -- Ctrl-C, or pytest-timeout's signal method -- the same facts are printed.
+interrupted -- Ctrl-C, or pytest-timeout's signal method -- the same facts are printed.  A
+pytest outcome raised in a loop callback (``pytest.fail()``, or pytest-timeout's alarm landing
+there), which asyncio would only log, ends the test (see :meth:`_Watch._keep_outcomes`).
 A test that deadlocks fails with a short report, alike on asyncio and trio
 (:func:`deadlock_report`); ``--tb=long`` keeps the full traceback.  A test that looptime would
 also fake (its mark, or ``--looptime``) fails at set-up: two fake clocks on one loop give wrong
@@ -731,6 +733,9 @@ class _Watch:
         self.started = 0.0
         self.counted = 0
         self.reached: float | None = None
+        self.dropped: BaseException | None = None
+        """A pytest outcome (pytest-timeout's alarm, ``pytest.fail()``) that a loop callback
+        raised: asyncio's callback runner would log it and carry on (see :meth:`_keep_outcomes`)."""
 
     # ---- facts
 
@@ -808,9 +813,62 @@ class _Watch:
 
         self.clock, self.trio = loop, False
         self.started, self.counted = loop.time(), loop.timers_fired
-        if self.max_time is None:
-            return await call()
         task = asyncio.current_task()
+        with self._keep_outcomes(loop, task):
+            try:
+                if self.max_time is None:
+                    return await call()
+                return await self._run_asyncio_within(loop, task, call)
+            except asyncio.CancelledError:
+                if self.dropped is not None:
+                    raise self.dropped from None
+                raise
+
+    @contextlib.contextmanager
+    def _keep_outcomes(
+        self, loop: VirtualEventLoop, task: asyncio.Task[Any] | None
+    ) -> Iterator[None]:
+        """Let a pytest outcome raised in a loop callback end the test instead of vanishing.
+
+        asyncio runs each callback under a guard that passes every exception but
+        ``KeyboardInterrupt`` and ``SystemExit`` to the loop's exception handler and goes on.
+        pytest's outcomes are ``BaseException`` too, so ``pytest.fail()`` in a callback -- or
+        pytest-timeout's signal method, whose alarm raises inside whatever runs, a callback
+        included -- would be logged and dropped, and a test with no horizon would run forever.
+        While the test runs, the handler keeps the first such outcome and cancels the test's
+        task; the test then fails with it (a wake-up the interrupted callback never delivered
+        shows up as a deadlock, which the outcome replaces too).  Other errors go to the
+        handler that was set before, unchanged.
+        """
+        outcomes = (pytest.fail.Exception, pytest.skip.Exception)
+        previous = loop.get_exception_handler()
+
+        def keep(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            exc = context.get("exception")
+            if isinstance(exc, outcomes) and self.dropped is None:
+                self.dropped = exc
+                if task is not None and not task.done():
+                    task.cancel()
+                return
+            if previous is None:
+                loop.default_exception_handler(context)
+            else:
+                previous(loop, context)
+
+        loop.set_exception_handler(keep)
+        try:
+            yield
+        finally:
+            if loop.get_exception_handler() is keep:  # the test may have set its own since
+                loop.set_exception_handler(previous)
+
+    async def _run_asyncio_within(
+        self,
+        loop: VirtualEventLoop,
+        task: asyncio.Task[Any] | None,
+        call: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        assert self.max_time is not None
         limit = self.started + self.max_time
         cls = type(loop)
         cancels = 0
@@ -936,14 +994,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     except BaseException as exc:
         if watch.reached is not None:
             raise watch.failure() from None
-        if (
-            isinstance(exc, pytest.fail.Exception)
-            and _TIMEOUT_MESSAGE in str(exc.msg)
-            and watch.clock is not None
-        ):
-            raise pytest.fail.Exception(
-                f"{exc.msg}\n{watch.interrupted()}", pytrace=exc.pytrace
-            ) from None
+        outcome = _told(watch, exc if watch.dropped is None else watch.dropped)
+        if outcome is not exc:
+            raise outcome from None
         raise
     finally:
         _WATCHES.pop(item.nodeid, None)
@@ -951,7 +1004,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             undo()
     if watch.reached is not None:
         raise watch.failure()
+    if watch.dropped is not None:  # the test ended before the cancellation reached it
+        raise _told(watch, watch.dropped) from None
     return result
+
+
+def _told(watch: _Watch, outcome: BaseException) -> BaseException:
+    """``outcome``, or, if it is pytest-timeout's, the same failure saying where time was."""
+    if (
+        isinstance(outcome, pytest.fail.Exception)
+        and _TIMEOUT_MESSAGE in str(outcome.msg)
+        and watch.clock is not None
+    ):
+        return pytest.fail.Exception(
+            f"{outcome.msg}\n{watch.interrupted()}", pytrace=outcome.pytrace
+        )
+    return outcome
 
 
 # ------------------------------------------------------------------ deadlock reports
