@@ -39,9 +39,10 @@ loop sleeps are ``call_later`` timers.  On trio the kit uses trio's own primitiv
 ``trio.Event`` per wait) rather than anyio's wrappers; a sleep on virtualtime's trio clock is
 one of the clock's kit waits (virtualtime/trio/_park.py: parked on the clock, or no wait at all
 when nothing else can happen first), on another trio clock a ``trio.CancelScope`` deadline.
-The behaviour is the same on all of them; trio randomises the order of same-instant wake-ups
-by design, so only asyncio (and the kit's sleeps among themselves on virtualtime's trio clock)
-promises FIFO.
+The behaviour is the same on all of them.  trio randomises the order of same-instant wake-ups
+by design; on virtualtime's trio clock the kit queues its own wake-ups (starts, sleeps,
+interrupts, settled waiters: :class:`_QueuedWaiter`) on the clock instead, first come first
+served, so a model runs in asyncio's order there too.  On other trio clocks: trio's order.
 """
 
 from __future__ import annotations
@@ -209,6 +210,46 @@ class _Waiter:
         return self.result()
 
 
+class _QueuedWaiter(_Waiter):
+    """:class:`_Waiter` on virtualtime's trio clock: settling it queues its waiter on the
+    clock (virtualtime/trio/_park.py, ``hold``/``release``), so the waiters settled at one
+    instant run in the order they were settled -- as on asyncio, where each is a
+    ``call_soon`` -- and not in the order trio happens to pick."""
+
+    __slots__ = ("_clock", "_held")
+
+    def __init__(self, clock: Any) -> None:  # no trio.Event: the clock wakes the waiter
+        self._clock = clock
+        self._held: Any = None
+        self._state = _PENDING
+        self._value = None
+        self._exc = None
+        self._callbacks = []
+
+    def _settle(self) -> None:
+        self._state = _DONE
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._clock._vt_release(held)
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        if self._state == _PENDING:
+            if self._held is not None:
+                raise UsageError("a kit wait is awaited by one task at a time")
+            clock = self._clock
+            held = self._held = clock._vt_hold(trio_module().lowlevel.current_task())
+            try:
+                yield from held.wait().__await__()
+            finally:
+                if self._held is held:  # cancelled before it was settled
+                    self._held = None
+        return self.result()
+
+
 Waiter = Any  # asyncio.Future[Any] | _Waiter
 
 
@@ -218,8 +259,24 @@ def _suspend_once(env: Simulation) -> Generator[Any, None, None]:
         yield
         while env._unstarted:
             yield
+    elif env._park is not None:
+        yield from _take_turn(env._park).__await__()
     else:
         yield from trio_module().lowlevel.checkpoint().__await__()
+
+
+def _reserve(env: Simulation) -> int:
+    """A place in the order at this instant for a task about to start (0: not on
+    virtualtime's trio clock, which alone keeps one)."""
+    return env._park._vt_reserve() if env._park is not None else 0
+
+
+async def _take_turn(clock: Any, order: int = 0) -> None:
+    """On virtualtime's trio clock: let every kit wait queued before this one at this instant
+    run first (``order``: a place reserved earlier; 0: behind all of them)."""
+    trio = trio_module()
+    await trio.lowlevel.checkpoint_if_cancelled()
+    await clock._vt_turn(trio.lowlevel.current_task(), order).wait()
 
 
 def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, None, Any]:
@@ -412,7 +469,9 @@ class Simulation:
                 self._unstarted += 1
                 task.add_done_callback(proc._never_ran)
         else:
-            self._group.start_soon(proc._body_anyio, name=proc._name)
+            # On virtualtime's trio clock a started process first runs in its place in the
+            # order of starts (trio starts the tasks of one turn in random order).
+            self._group.start_soon(proc._body_anyio, _reserve(self), name=proc._name)
         return proc
 
     def _ended(self, proc: Process[Any]) -> None:
@@ -446,6 +505,8 @@ class Simulation:
         if self._fast:
             assert self._loop is not None
             return self._loop.create_future()
+        if self._park is not None:
+            return _QueuedWaiter(self._park)
         return _Waiter()
 
     async def run(self, until: float | None = None) -> None:
@@ -651,15 +712,19 @@ class Process(_Abandonable, Generic[T]):
             return
         self._finish(value, None, cancelled=False)
 
-    async def _body_anyio(self) -> None:
+    async def _body_anyio(self, order: int) -> None:
         """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
         with trio_module().CancelScope() as scope:
             self._scope = scope
             park = self._env._park
             if park is not None:
                 park._vt_fresh()  # a new task: the clock's in-place verdict must look again
+                await _take_turn(park, order)
             await self._body()
         if scope.cancelled_caught and self._state == _PENDING:
+            if self._coro is not None:  # cancelled while waiting for its first turn
+                self._coro.close()
+                self._coro = None
             self._finish(None, None, cancelled=True)
 
     def _finish(self, value: Any, exc: BaseException | None, *, cancelled: bool) -> bool:
@@ -900,17 +965,23 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
     if proc is not None and proc._pending:
         raise proc._pending.pop(0)
     clock = env._park
-    if clock is not None and 0 < delay < _FAR_SECONDS:  # sleep(0) still lets others run first
-        # A kit wait (virtualtime/trio/_park.py), the Timer's rounding: the instant is the
-        # current tick plus the delay in ticks.  Interrupts wake it early (Process.interrupt).
+    if clock is not None and delay < _FAR_SECONDS:
         trio = trio_module()
-        ticks = to_ticks(trio.current_time()) + delay_ticks(delay)
-        clock._vt_fresh()  # the process may just have entered a move_on_after
-        parked = clock._vt_sleep(ticks, trio.lowlevel.current_task())
-        if parked is None:  # nothing else can happen first: time moves in place
-            await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled task moves no time
-            clock._vt_arrive(ticks)
-            return
+        task = trio.lowlevel.current_task()
+        if delay > 0:
+            # A kit wait (virtualtime/trio/_park.py), the Timer's rounding: the instant is the
+            # current tick plus the delay in ticks.  Interrupts wake it early
+            # (Process.interrupt).
+            ticks = to_ticks(trio.current_time()) + delay_ticks(delay)
+            clock._vt_fresh()  # the process may just have entered a move_on_after
+            parked = clock._vt_sleep(ticks, task)
+            if parked is None:  # nothing else can happen first: time moves in place
+                await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled task moves no time
+                clock._vt_arrive(ticks)
+                return
+        else:  # sleep(0): every kit wait queued before it at this instant runs first
+            await trio.lowlevel.checkpoint_if_cancelled()
+            parked = clock._vt_turn(task)
         if proc is None:
             await parked.wait()  # nobody can interrupt it: only a cancellation ends it early
             return
@@ -2070,10 +2141,12 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
             if isinstance(aw, Request):
                 return aw, aw
             return aw, aw._value if isinstance(aw, _Op) else aw.value
-    outer = _Waiter()
+    outer = env._new_waiter()
 
-    async def one(index: int, aw: Any) -> None:
+    async def one(index: int, aw: Any, order: int) -> None:
         _PROC.set(None)
+        if order:
+            await _take_turn(env._park, order)  # the operands' tasks start in argument order
         try:
             value = await aw
         except Exception as exc:
@@ -2090,7 +2163,7 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
     failure: BaseException | None = None
     async with anyio.create_task_group() as group:
         for index, aw in enumerate(awaitables):
-            group.start_soon(one, index, aw)
+            group.start_soon(one, index, aw, _reserve(env))
         try:
             result = await _Await(env, outer, _NOTHING)
         except Exception as exc:  # raised outside the group, which would wrap it
@@ -2104,12 +2177,14 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
 
 
 async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[Any]:
-    outer = _Waiter()
+    outer = env._new_waiter()
     values: list[Any] = [None] * len(awaitables)
     remaining = [len(awaitables)]
 
-    async def one(index: int, aw: Any) -> None:
+    async def one(index: int, aw: Any, order: int) -> None:
         _PROC.set(None)
+        if order:
+            await _take_turn(env._park, order)  # the operands' tasks start in argument order
         try:
             values[index] = await aw
         except Exception as exc:
@@ -2123,7 +2198,7 @@ async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[An
     failure: BaseException | None = None
     async with anyio.create_task_group() as group:
         for index, aw in enumerate(awaitables):
-            group.start_soon(one, index, aw)
+            group.start_soon(one, index, aw, _reserve(env))
         try:
             await _Await(env, outer, _NOTHING)
         except Exception as exc:  # raised outside the group, which would wrap it

@@ -319,8 +319,9 @@ class VirtualClock(trio.abc.Clock):
     :meth:`jump` (alias :meth:`fast_forward`) moves time forward by hand; time never goes
     backwards.  Same-instant wake-ups run in trio's (deliberately randomised) order: the
     first-in first-out promise is the asyncio loop's, not trio's -- except for the waits of
-    the simulation toolkit (``virtualtime.sim``), which this clock queues itself, first come
-    first served, after trio's own deadlines at the same instant (see ``_park.py``).
+    the simulation toolkit (``virtualtime.sim``: its sleeps, process starts, interrupts and
+    settled waits), which this clock queues itself, first come first served, after trio's own
+    deadlines at the same instant (see ``_park.py``).
     """
 
     def __init__(
@@ -508,6 +509,9 @@ class VirtualClock(trio.abc.Clock):
     _vt_arrive = _park.arrive
     _vt_fresh = _park.fresh
     _vt_reserve = _park.reserve
+    _vt_hold = _park.hold
+    _vt_release = _park.release
+    _vt_turn = _park.turn
 
     # ------------------------------------------------------------ trio.abc.Clock
 

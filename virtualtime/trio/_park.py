@@ -24,8 +24,12 @@ The ordering rule at one instant
 --------------------------------
 * Among kit waits: first come, first served (by the order the waits were parked), one at a
   time -- the next one is woken when everything the previous one set off at that instant has
-  run (the run is idle again).  trio randomises the order of tasks woken in the same loop
-  round; waking kit waits one by one keeps their order fixed.  Quiet waits (see
+  run (the run is idle again).  Wake-ups the toolkit causes join the queue at the instant they
+  happen, as a ``call_soon`` would on asyncio: a one-shot result settled (:func:`hold`,
+  :func:`release`), an early wake (:meth:`Parked.cancel`: an interrupt), a process's first
+  step or a ``sleep(0)`` (:func:`turn`, in a place :func:`reserve` took when it was
+  started).  trio randomises the order of tasks woken in the same loop round; waking kit
+  waits one by one keeps their order fixed.  Quiet waits (see
   :func:`wake_next`: vehicle steps that touch nothing but their vehicle) due together share
   one round, which nobody can tell apart from one by one.
 * Against trio's own deadlines (``trio.sleep``, ``move_on_after``...) due at the same instant
@@ -72,15 +76,19 @@ from .._shared._time import TICKS_PER_SECOND, to_ticks
 __all__ = [
     "NOISE",
     "ROUND_EVERY",
+    "Held",
     "Parked",
     "arrive",
     "can_jump_in_place",
     "fresh",
     "head",
+    "hold",
     "park",
     "prune",
+    "release",
     "reserve",
     "sleep",
+    "turn",
     "wake_next",
 ]
 
@@ -115,10 +123,14 @@ class Parked:
     end the sleep the same way.
     """
 
-    __slots__ = ("clock", "order", "quiet", "task")
+    __slots__ = ("clock", "order", "quiet", "task", "ticks", "value")
 
     def __init__(
-        self, clock: Any, task: trio.lowlevel.Task, quiet: Callable[[], bool] | None = None
+        self,
+        clock: Any,
+        task: trio.lowlevel.Task,
+        quiet: Callable[[], bool] | None = None,
+        ticks: int = -1,
     ) -> None:
         self.clock = clock
         self.task: trio.lowlevel.Task | None = task
@@ -128,14 +140,31 @@ class Parked:
         its own state (see :func:`wake_next`)."""
         self.order = 0
         """Set when the clock wakes the task: its place for its next wait (see :func:`sleep`)."""
+        self.ticks = ticks
+        """The tick it sleeps until, if it was parked at an earlier instant; -1 for a wait
+        queued at its own instant (:func:`turn`, :func:`release`)."""
+        self.value = True
+        """What its :meth:`wait` returns: False once :meth:`cancel` woke it early."""
 
     def cancel(self) -> None:
-        """Wake the task now (its :meth:`wait` returns False); nothing if it is not parked."""
+        """Wake the task early (its :meth:`wait` returns False), in its turn at this instant:
+        behind every wait queued here before (an asyncio future's wake-up is a ``call_soon``).
+
+        Nothing if it is not parked, or if it is due at this instant already: its end came
+        first (on asyncio, every timer due at an instant fires before any task runs there),
+        so it returns True as planned.
+        """
         task = self.task
-        if task is not None:
-            self.task = None
-            self.clock._kit_dead += 1
-            _reschedule(task, _Value(False))
+        if task is None or not self.value:
+            return
+        clock = self.clock
+        now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
+        if 0 <= self.ticks <= now:
+            return
+        self.value = False
+        clock._kit_count += 1
+        clock._kit_dead += 1  # its first entry, dead once this one has woken it
+        _heappush(clock._kit, (now, clock._kit_count, self))
 
     def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
         self.task = None  # the heap entry is dropped when it reaches the top (or pruned)
@@ -147,6 +176,62 @@ class Parked:
         cancellation of the task (a timeout, the run ending) raises ``trio.Cancelled`` as any
         trio wait.  (trio's own wait, returned as is: one coroutine less per wait.)"""
         return _wait_task_rescheduled(self._abort)
+
+
+class Held(Parked):
+    """A kit wait with no tick of its own: the task waits until :func:`release` queues it.
+
+    What an asyncio future is to a task that awaits it: the toolkit's one-shot results (a
+    process joined, a resource granted, a signal fired) wake their waiter through the clock's
+    first-come first-served queue, at the instant they are settled, instead of through
+    ``trio.lowlevel.reschedule`` (trio runs the tasks woken in one loop round in random order).
+    """
+
+    __slots__ = ("queued",)
+
+    def __init__(self, clock: Any, task: trio.lowlevel.Task) -> None:
+        super().__init__(clock, task)
+        self.queued = False
+        """Whether :func:`release` has put it in the clock's heap."""
+
+    def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        self.task = None
+        if self.queued:  # a dead heap entry now (never counted while it was not in the heap)
+            self.clock._kit_dead += 1
+        return _SUCCEEDED
+
+
+def hold(clock: Any, task: trio.lowlevel.Task) -> Held:
+    """A wait for the calling ``task`` that only :func:`release` ends; await its
+    :meth:`Parked.wait` right away (it returns True)."""
+    return Held(clock, task)
+
+
+def release(clock: Any, held: Held) -> None:
+    """Queue ``held`` at the current instant, behind every wait queued so far: the clock wakes
+    it when the run is idle, one wait at a time (asyncio's ``call_soon`` order).  Nothing if it
+    is queued already or its task was cancelled."""
+    if held.queued or held.task is None:
+        return
+    held.queued = True
+    clock._kit_count += 1
+    now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
+    _heappush(clock._kit, (now, clock._kit_count, held))
+
+
+def turn(clock: Any, task: trio.lowlevel.Task, order: int = 0) -> Parked:
+    """Queue the calling ``task`` at the current instant and return its wait (await
+    :meth:`Parked.wait` right away): it runs on when every wait queued before it at this
+    instant has had its turn.  ``order``: a place taken earlier with :func:`reserve` (a process
+    takes one when it is started, so processes started together first run in the order they
+    were started, as on asyncio); 0: behind every wait so far (``sim.sleep(0)``)."""
+    parked = Parked(clock, task)
+    if not order:
+        clock._kit_count += 1
+        order = clock._kit_count
+    now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
+    _heappush(clock._kit, (now, order, parked))
+    return parked
 
 
 def reserve(clock: Any) -> int:
@@ -173,7 +258,7 @@ def park(
     run is idle again as soon as it parks), the next kit wait due now is handed the turn
     here -- what the clock's next idle question would do, without asking it.
     """
-    parked = Parked(clock, task, quiet)
+    parked = Parked(clock, task, quiet, ticks)
     if not order:
         clock._kit_count += 1
         order = clock._kit_count
@@ -240,7 +325,7 @@ def wake_next(clock: Any, now: int) -> bool:
         parked.task = None
         clock._kit_count += 1
         parked.order = clock._kit_count
-        _reschedule(task, _Value(True))
+        _reschedule(task, _Value(parked.value))
         quiet = parked.quiet
         if quiet is None or not quiet():
             return True
@@ -257,7 +342,7 @@ def wake_next(clock: Any, now: int) -> bool:
                 parked.task = None
                 clock._kit_count += 1
                 parked.order = clock._kit_count
-                _reschedule(task, _Value(True))
+                _reschedule(task, _Value(parked.value))
             _heappop(kit)
         return True
     return False
