@@ -1285,9 +1285,11 @@ def test_the_horizon_changes_nothing_before_it_is_reached(pytester: pytest.Pytes
     )
 
 
-def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
-    pytester: pytest.Pytester,
-) -> None:
+def _timed_out(pytester: pytest.Pytester, body: str) -> pytest.RunResult:
+    """Run ``test_slow.py::test_endless`` (``body``: its lines, no horizon) under
+    pytest-timeout's signal method with 0.3 s, in a child process: the alarm interrupts the
+    loop at some point, and whatever that point is, this session must not be the one left to
+    deal with it."""
     pytest.importorskip("pytest_timeout")
     write(
         pytester,
@@ -1300,17 +1302,26 @@ def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
         @pytest.mark.virtualtime(max_time=None)
         @pytest.mark.timeout(0.3, method="signal")
         async def test_endless():
-            while True:
-                await asyncio.sleep(1)
-                # A slow step in the test's own code: where the alarm lands, nearly always
-                # (rather than inside the loop's bookkeeping, which no loop survives intact).
-                time.sleep(0.005)  # real-time: a slow step of the test's own, for the alarm
+        """
+        + textwrap.indent(textwrap.dedent(body), " " * 12),
+    )
+    pytester.makeini(INI)
+    return pytester.runpytest_subprocess(*BASE_ARGS, "-p", "timeout", timeout=120)
+
+
+def test_a_timeout_of_pytest_timeout_tells_where_virtual_time_was(
+    pytester: pytest.Pytester,
+) -> None:
+    result = _timed_out(
+        pytester,
+        """
+        while True:
+            await asyncio.sleep(1)
+            # A slow step in the test's own code: where the alarm lands, nearly always
+            # (rather than inside the loop's bookkeeping, which no loop survives intact).
+            time.sleep(0.005)  # real-time: a slow step of the test's own, for the alarm
         """,
     )
-    # In a child process: the alarm interrupts the loop at a random point, and whatever that
-    # point is, this session must not be the one left to deal with it.
-    pytester.makeini(INI)
-    result = pytester.runpytest_subprocess(*BASE_ARGS, "-p", "timeout", timeout=120)
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed") == 1
     # An exception raised from a signal handler can land inside asyncio's own bookkeeping
@@ -1332,27 +1343,15 @@ def test_a_timeout_that_lands_in_a_loop_callback_still_ends_the_test(
     # asyncio hands whatever a callback raises (but Ctrl-C and SystemExit) to the exception
     # handler and goes on; pytest-timeout's alarm raised there used to vanish, and a test with
     # no horizon then ran for ever.  Here the alarm always lands in a callback.
-    pytest.importorskip("pytest_timeout")
-    write(
+    result = _timed_out(
         pytester,
-        test_slow="""
-        import asyncio
-        import time
-        import pytest
-
-        @pytest.mark.asyncio
-        @pytest.mark.virtualtime(max_time=None)
-        @pytest.mark.timeout(0.3, method="signal")
-        async def test_endless():
-            loop = asyncio.get_running_loop()
-            await asyncio.sleep(5)
-            loop.call_soon(time.sleep, 30)  # real-time: a slow callback, where the alarm lands
-            while True:
-                await asyncio.sleep(1)
+        """
+        await asyncio.sleep(5)
+        asyncio.get_running_loop().call_soon(time.sleep, 30)  # real-time: where the alarm lands
+        while True:
+            await asyncio.sleep(1)
         """,
     )
-    pytester.makeini(INI)
-    result = pytester.runpytest_subprocess(*BASE_ARGS, "-p", "timeout", timeout=60)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
