@@ -36,9 +36,10 @@ timer heap itself, with no timer handle (:mod:`virtualtime.sim._native`) -- and 
 nothing else precedes skips its loop round (:mod:`virtualtime.sim._fast`); other waits are
 plain futures, and a released unit goes straight to the next request.  On another asyncio
 loop sleeps are ``call_later`` timers.  On trio the kit uses trio's own primitives (a
-``trio.Event`` per wait) rather than anyio's wrappers; a sleep on virtualtime's trio clock is
-one of the clock's kit waits (virtualtime/trio/_park.py: parked on the clock, or no wait at all
-when nothing else can happen first), on another trio clock a ``trio.CancelScope`` deadline.
+``trio.Event`` per wait; on virtualtime's trio clock a wait queued on the clock) rather than
+anyio's wrappers; a sleep on virtualtime's trio clock is one of the clock's kit waits
+(virtualtime/trio/_park.py: parked on the clock, or no wait at all when nothing else can happen
+first), on another trio clock a ``trio.CancelScope`` deadline.
 The behaviour is the same on all of them.  trio randomises the order of same-instant wake-ups
 by design; on virtualtime's trio clock the kit queues its own wake-ups (starts, sleeps,
 interrupts, settled waiters: :class:`_QueuedWaiter`) on the clock instead, first come first
