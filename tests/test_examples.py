@@ -43,3 +43,24 @@ def test_example_output_matches_its_golden_file(script: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == expected.read_text(encoding="utf-8")
+
+
+SIMPY_PORTS = sorted(EXAMPLES.glob("simpy_*.py"))
+
+
+@pytest.mark.parametrize("script", SIMPY_PORTS, ids=lambda p: p.stem)
+def test_the_simpy_ports_print_simpys_output_on_virtualtimes_trio_clock_too(
+    script: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The kit's same-instant order (and order="simpy") is kept by virtualtime's trio clock as
+    # by the asyncio loop, so each port gives SimPy's published output there as well.
+    import functools
+    import runpy
+
+    from virtualtime import sim
+
+    assert len(SIMPY_PORTS) == 7
+    monkeypatch.setattr(sim, "simulate", functools.partial(sim.simulate, backend="trio"))
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    runpy.run_path(str(script), run_name="__main__")
+    assert capsys.readouterr().out == script.with_suffix(".out").read_text(encoding="utf-8")

@@ -2,8 +2,9 @@
 
 Each row is a tiny scenario run three times: in SimPy itself, in the kit's default order and
 in ``order="simpy"``.  The SimPy order must reproduce SimPy's trace exactly; the default order
-must give the trace the table documents.  Same-instant order is asyncio's promise (trio
-shuffles same-instant wake-ups by design), so these run on asyncio.
+must give the trace the table documents.  Each runs on asyncio and on virtualtime's trio
+clock, whose queue keeps the kit's same-instant order (trio itself shuffles same-instant
+wake-ups by design; ``order="simpy"`` on another trio clock is an error, tested last).
 """
 
 from __future__ import annotations
@@ -20,10 +21,20 @@ from virtualtime import sim
 Trace = list[Any]
 
 
-def kit(order: str, model: Callable[[Trace], Coroutine[Any, Any, None]], **kw: Any) -> Trace:
-    trace: Trace = []
-    sim.simulate(model, trace, order=order, **kw)
-    return trace
+Model = Callable[[Trace], Coroutine[Any, Any, None]]
+Kit = Callable[..., Trace]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def kit(request: pytest.FixtureRequest) -> Kit:
+    """``kit(order, model, **options)``: the model's trace in the kit, on the backend."""
+
+    def run(order: str, model: Model, **kw: Any) -> Trace:
+        trace: Trace = []
+        sim.simulate(model, trace, order=order, backend=request.param, **kw)
+        return trace
+
+    return run
 
 
 # --------------------------------------------------------------------------- row 1
@@ -67,7 +78,7 @@ async def kit_new_process(trace: Trace) -> None:
     sim.start(other())
 
 
-def test_row_1_a_new_process_runs_first_at_its_instant_in_simpy_order() -> None:
+def test_row_1_a_new_process_runs_first_at_its_instant_in_simpy_order(kit: Kit) -> None:
     expected: Trace = []
     simpy_new_process(expected)
     assert expected == [("parent", 1), ("child", 1), ("other", 1)]
@@ -110,7 +121,7 @@ async def kit_immediate(trace: Trace) -> None:
     sim.start(b())
 
 
-def test_row_2_an_operation_that_completes_at_once_still_suspends_in_simpy_order() -> None:
+def test_row_2_an_operation_that_completes_at_once_still_suspends_in_simpy_order(kit: Kit) -> None:
     expected: Trace = []
     simpy_immediate(expected)
     assert expected == ["b runs", "a granted"]
@@ -162,7 +173,7 @@ async def kit_put(trace: Trace) -> None:
     sim.start(watcher())
 
 
-def test_row_3_a_put_serves_waiting_getters_one_step_later_in_simpy_order() -> None:
+def test_row_3_a_put_serves_waiting_getters_one_step_later_in_simpy_order(kit: Kit) -> None:
     expected: Trace = []
     simpy_put(expected)
     assert expected == [("items seen", 1), ("got", "x")]
@@ -216,7 +227,7 @@ async def kit_release(trace: Trace) -> None:
     sim.start(watcher())
 
 
-def test_row_3_a_release_serves_the_queue_one_step_later_in_simpy_order() -> None:
+def test_row_3_a_release_serves_the_queue_one_step_later_in_simpy_order(kit: Kit) -> None:
     expected: Trace = []
     simpy_release(expected)
     assert expected == [("users", 0, "queued", 1), ("granted", 1)]
@@ -246,7 +257,7 @@ async def kit_until(trace: Trace) -> None:
         trace.append(sim.now())
 
 
-def test_row_4_until_excludes_its_instant_in_simpy_order() -> None:
+def test_row_4_until_excludes_its_instant_in_simpy_order(kit: Kit) -> None:
     expected: Trace = []
     simpy_until(expected)
     assert expected == [5, 10, ("now", 15)]
@@ -257,7 +268,7 @@ def test_row_4_until_excludes_its_instant_in_simpy_order() -> None:
 # --------------------------------------------------------------------------- row 5
 
 
-def test_row_5_nothing_left_to_happen_ends_the_run_only_when_asked() -> None:
+def test_row_5_nothing_left_to_happen_ends_the_run_only_when_asked(kit: Kit) -> None:
     env = simpy.Environment()
     store = simpy.Store(env)
 
@@ -279,7 +290,7 @@ def test_row_5_nothing_left_to_happen_ends_the_run_only_when_asked() -> None:
 # --------------------------------------------------------------------------- row 6
 
 
-def test_row_6_losers_of_first_of_leave_the_queue_at_once() -> None:
+def test_row_6_losers_of_first_of_leave_the_queue_at_once(kit: Kit) -> None:
     env = simpy.Environment()
     counter = simpy.Resource(env, 1)
     seen: Trace = []
@@ -321,7 +332,7 @@ def test_row_6_losers_of_first_of_leave_the_queue_at_once() -> None:
 # --------------------------------------------------------------------------- row 7
 
 
-def test_row_7_time_is_exact_where_simpy_adds_floats() -> None:
+def test_row_7_time_is_exact_where_simpy_adds_floats(kit: Kit) -> None:
     env = simpy.Environment()
 
     def steps() -> Generator[Any, Any, None]:
@@ -344,7 +355,7 @@ def test_row_7_time_is_exact_where_simpy_adds_floats() -> None:
 # --------------------------------------------------------------------------- row 8
 
 
-def test_row_8_a_wait_due_at_the_instant_of_an_interrupt_still_completes() -> None:
+def test_row_8_a_wait_due_at_the_instant_of_an_interrupt_still_completes(kit: Kit) -> None:
     env = simpy.Environment()
     seen: Trace = []
 
@@ -388,3 +399,24 @@ def test_row_8_a_wait_due_at_the_instant_of_an_interrupt_still_completes() -> No
     # interrupt is kept and raised at the next await, at the same instant
     for order in sim.ORDERS:
         assert kit(order, kit_race) == ["woke", ("interrupted", 1.0)]
+
+
+def test_simpy_order_on_another_trio_clock_is_a_clear_error() -> None:
+    import trio
+    import trio.testing
+
+    async def main() -> None:
+        async with sim.Simulation(order="simpy"):
+            pass
+
+    with pytest.raises(virtualtime.UsageError, match=r'order="simpy" on trio needs .*MockClock'):
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    # The default order runs there (in trio's own same-instant order).
+    trace: Trace = []
+
+    async def default() -> None:
+        async with sim.Simulation() as env:
+            trace.append(env.now)
+
+    trio.run(default, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert trace == [0.0]

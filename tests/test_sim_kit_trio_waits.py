@@ -338,31 +338,6 @@ def test_conditions_ending_among_other_wake_ups_are_deterministic_on_trio() -> N
     )
 
 
-def test_the_machine_shop_makes_the_same_parts_on_trio_as_on_asyncio(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The SimPy port over one week: thousands of parts, breakdowns, repairs and preemptions,
-    # from 21 processes started together.
-    import random
-    import sys
-    from pathlib import Path
-
-    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "examples"))
-    monkeypatch.delitem(sys.modules, "simpy_machine_shop", raising=False)
-    import simpy_machine_shop as shop
-
-    made: dict[str, list[list[int]]] = {}
-    for backend in ("asyncio", "trio", "trio"):
-        random.seed(shop.RANDOM_SEED)
-        machines = sim.simulate(
-            shop.main, shop.NUM_MACHINES, until=shop.SIM_TIME / shop.WEEKS, backend=backend
-        )
-        assert machines is not None
-        made.setdefault(backend, []).append([m.parts_made for m in machines])
-    assert made["trio"] == made["asyncio"] * 2
-    assert sum(made["asyncio"][0]) > 7_000
-
-
 # --------------------------------------------------------------------------- races and timeouts
 
 

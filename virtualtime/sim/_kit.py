@@ -26,8 +26,9 @@ raises.
 Ordering
 --------
 Everything the kit wakes is woken through the loop in first-in first-out order, so a run is
-deterministic on asyncio.  Where SimPy's order differs, ``order="simpy"`` gives SimPy's (see
-:data:`ORDERS` and docs/coming-from-simpy.md for the table).
+deterministic on asyncio -- and on virtualtime's trio clock, which queues the kit's wake-ups
+itself.  Where SimPy's order differs, ``order="simpy"`` gives SimPy's (see :data:`ORDERS` and
+docs/coming-from-simpy.md for the table).
 
 The fast path
 -------------
@@ -110,7 +111,9 @@ instant; an operation that can complete at once (a free resource, an item in a s
 not suspend; ``until=T`` runs everything due at ``T`` (as ``run_until`` and ``--until`` do).
 ``"simpy"``: a new process runs before anything else due at its instant; every kit await
 suspends once even when it could complete at once; ``until=T`` stops before anything due at
-exactly ``T``.
+exactly ``T``.  On trio, ``"simpy"`` needs virtualtime's trio clock (another clock is a
+:class:`~virtualtime.UsageError` on entering the simulation): only its queue can put a new
+process ahead of what is already due.
 """
 
 _SIM: ContextVar[Simulation] = ContextVar("virtualtime.sim.simulation")
@@ -266,6 +269,13 @@ def _suspend_once(env: Simulation) -> Generator[Any, None, None]:
         yield from trio_module().lowlevel.checkpoint().__await__()
 
 
+async def _dispatch_in_turn(clock: Any, dispatch: Callable[[], object], order: int) -> None:
+    """SimPy's order on trio: ``dispatch()`` in the place ``order`` reserved at this instant
+    (what ``loop.call_soon(dispatch)`` is on asyncio)."""
+    await _take_turn(clock, order)
+    dispatch()
+
+
 def _reserve(env: Simulation) -> int:
     """A place in the order at this instant for a task about to start (0: not on
     virtualtime's trio clock, which alone keeps one)."""
@@ -411,15 +421,23 @@ class Simulation:
             self._native = _native_loop(loop)
             self._clock = _clock_of(loop)
         else:
-            self._group = anyio.create_task_group()
-            await self._group.__aenter__()
             trio = trio_module()
-            self._clock = trio.current_time
             # virtualtime's trio clock parks the kit's sleeps itself (virtualtime/trio/_park.py;
             # found on the clock: sim may not import virtualtime.trio); other clocks do not.
             running = trio.lowlevel.current_clock()
-            if getattr(running, "_vt_sleep", None) is not None:
-                self._park = running
+            park = running if getattr(running, "_vt_sleep", None) is not None else None
+            if park is None and self._simpy:
+                self._entered = False
+                raise UsageError(
+                    f'order="simpy" on trio needs virtualtime\'s trio clock, not '
+                    f"{type(running).__name__}: only its queue can run a new process before "
+                    "everything else due at its instant (virtualtime.trio.run, or "
+                    "clock=virtualtime.trio.VirtualClock())"
+                )
+            self._park = park
+            self._group = anyio.create_task_group()
+            await self._group.__aenter__()
+            self._clock = trio.current_time
         self._started = self._clock()
         self._token = _SIM.set(self)
         return self
@@ -471,8 +489,10 @@ class Simulation:
                 task.add_done_callback(proc._never_ran)
         else:
             # On virtualtime's trio clock a started process first runs in its place in the
-            # order of starts (trio starts the tasks of one turn in random order).
-            self._group.start_soon(proc._body_anyio, _reserve(self), name=proc._name)
+            # order of starts (trio starts the tasks of one turn in random order) -- in SimPy's
+            # order, before everything else due at this instant.
+            order = self._park._vt_reserve_first() if self._simpy else _reserve(self)
+            self._group.start_soon(proc._body_anyio, order, name=proc._name)
         return proc
 
     def _ended(self, proc: Process[Any]) -> None:
@@ -496,11 +516,15 @@ class Simulation:
     def _soon(self, dispatch: Callable[[], object]) -> None:
         """Serve a queue after a put or release: at once, or (SimPy's order) one step later,
         when SimPy would process the put or release event."""
-        if self._simpy and self._fast:
+        if not self._simpy:
+            dispatch()
+        elif self._fast:
             assert self._loop is not None
             self._loop.call_soon(dispatch)
-        else:
-            dispatch()
+        else:  # virtualtime's trio clock: a turn behind what is queued at this instant
+            self._group.start_soon(
+                _dispatch_in_turn, self._park, dispatch, self._park._vt_reserve()
+            )
 
     def _new_waiter(self) -> Waiter:
         if self._fast:
@@ -1699,7 +1723,7 @@ class _Buffer:
         raise NotImplementedError
 
     def _after_put(self, env: Simulation) -> None:
-        if env._simpy and env._fast:
+        if env._simpy:
             self._dispatch(gets=False)  # the put itself completes now ...
             env._soon(self._dispatch)  # ... waiting gets are served when SimPy would
         else:

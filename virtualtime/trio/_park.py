@@ -87,6 +87,7 @@ __all__ = [
     "prune",
     "release",
     "reserve",
+    "reserve_first",
     "sleep",
     "turn",
     "wake_next",
@@ -100,6 +101,9 @@ callbacks and what the in-place check cannot see."""
 NOISE: Final = 1.0 + 16 * 2.0**-52
 """A trio deadline closer above an instant than this factor (8 ulps either way) is the same
 instant spelled in floats (trio computes ``now + delay``): it fires first."""
+
+_FIRST: Final = 1 << 62
+""":func:`reserve_first`'s places are below every ordinary place (which count up from 1)."""
 
 _PRUNE_AT: Final = 256
 """Dead heap entries (cancelled or woken-early waits) tolerated before pruning, if they are
@@ -242,6 +246,16 @@ def reserve(clock: Any) -> int:
     clock._kit_count += 1
     count: int = clock._kit_count
     return count
+
+
+def reserve_first(clock: Any) -> int:
+    """A place ahead of every wait queued at its instant by :func:`reserve` or in the usual
+    way, and behind the places taken with this function before: a process started in
+    SimPy's order runs before everything else due at its instant (first come, first served
+    among such processes)."""
+    clock._kit_first += 1
+    first: int = clock._kit_first - _FIRST
+    return first
 
 
 def park(
