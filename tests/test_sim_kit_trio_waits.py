@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import virtualtime
@@ -336,6 +337,84 @@ def test_conditions_ending_among_other_wake_ups_are_deterministic_on_trio() -> N
         [(2.0, f"r{k} raced") for k in range(4)]
         + [(t, f"p{k} slept") for k in range(4) for t in (1.0, 2.0)]
     )
+
+
+def test_a_task_that_polls_does_not_hold_back_the_kits_wake_ups() -> None:
+    # The kit's wake-ups at an instant wait for the run to be idle; a task that keeps it busy
+    # with plain checkpoints must not starve them (asyncio runs its call_soon in turn).
+    seen: list[object] = []
+
+    async def proc() -> None:
+        seen.append(("started", sim.now()))
+
+    async def main() -> int:
+        async with sim.Simulation() as env:
+            env.start(proc())
+            polls = 0
+            while not seen:
+                await anyio.lowlevel.checkpoint()
+                polls += 1
+                assert polls < 1000, "the process never started"
+            return polls
+
+    polls, _ = _run("trio-park", main)
+    assert seen == [("started", 0.0)]
+    # PATIENCE busy turns, then the process and the poller share a turn in trio's order.
+    assert _park.PATIENCE <= polls <= _park.PATIENCE + 2
+
+
+def _no_coroutine_left_unawaited(run: Callable[[], object]) -> None:
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is RuntimeWarning] == []
+
+
+def test_a_process_still_waiting_for_its_first_turn_when_the_run_ends_is_cancelled() -> None:
+    started: list[sim.Process[None]] = []
+
+    async def proc() -> None:
+        await sim.sleep(1)
+
+    async def main() -> None:
+        async with sim.Simulation() as env:
+            started.append(env.start(proc()))  # the block ends before it takes its turn
+
+    _no_coroutine_left_unawaited(lambda: _run("trio-park", main))
+    assert not started[0].is_alive
+
+
+def test_operands_of_a_condition_cancelled_before_they_start_are_taken_back() -> None:
+    queue_lengths: list[int] = []
+
+    async def work() -> None:
+        await sim.sleep(3)
+
+    async def main() -> None:
+        async with sim.Simulation() as env:
+            res = sim.Resource(1)
+
+            async def holder() -> None:
+                async with res.request():
+                    await sim.sleep(10)
+
+            async def victim() -> None:
+                await sim.first_of(work(), res.request(), sim.sleep(5))
+
+            env.start(holder())
+            await sim.sleep(0)
+            target = env.start(victim())
+            await sim.sleep(0)  # the victim runs and starts its operands' tasks ...
+            target.cancel()  # ... which are cancelled before their first turn
+            await sim.sleep(1)
+            queue_lengths.append(len(res.queue))
+
+    _no_coroutine_left_unawaited(lambda: _run("trio-park", main))
+    assert queue_lengths == [0]  # the request was withdrawn, not left queued
 
 
 # --------------------------------------------------------------------------- races and timeouts

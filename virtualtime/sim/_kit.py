@@ -744,12 +744,22 @@ class Process(_Abandonable, Generic[T]):
             park = self._env._park
             if park is not None:
                 park._vt_fresh()  # a new task: the clock's in-place verdict must look again
-                await _take_turn(park, order)
+                try:
+                    await _take_turn(park, order)
+                except BaseException:  # cancelled (the process, or the whole run) before it ran
+                    self._never_started()
+                    raise
             await self._body()
         if scope.cancelled_caught and self._state == _PENDING:
-            if self._coro is not None:  # cancelled while waiting for its first turn
-                self._coro.close()
-                self._coro = None
+            self._finish(None, None, cancelled=True)
+
+    def _never_started(self) -> None:
+        """Cancelled while waiting for its first turn: its coroutine never ran."""
+        if self._coro is not None:
+            self._coro.close()
+            self._coro = None
+        if self._state == _PENDING:
+            self._env._last = self._env._clock()
             self._finish(None, None, cancelled=True)
 
     def _finish(self, value: Any, exc: BaseException | None, *, cancelled: bool) -> bool:
@@ -2155,6 +2165,20 @@ def _completed_now(aw: object) -> bool:
     return False
 
 
+async def _operand_turn(env: Simulation, aw: Any, order: int) -> None:
+    """A condition's operand task waits for its place (the operands start in argument order
+    on virtualtime's trio clock); cancelled before it, the operand is taken back unawaited (a
+    coroutine closed, a kit operation withdrawn)."""
+    try:
+        await _take_turn(env._park, order)
+    except BaseException:
+        if isinstance(aw, Coroutine):
+            aw.close()
+        elif isinstance(aw, _Op | _Sleep):
+            aw._abandon()
+        raise
+
+
 async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple[Any, Any]:
     # Operands complete already win in argument order, as on asyncio (trio would otherwise
     # pick among their tasks at random).
@@ -2171,7 +2195,7 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
     async def one(index: int, aw: Any, order: int) -> None:
         _PROC.set(None)
         if order:
-            await _take_turn(env._park, order)  # the operands' tasks start in argument order
+            await _operand_turn(env, aw, order)
         try:
             value = await aw
         except Exception as exc:
@@ -2209,7 +2233,7 @@ async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[An
     async def one(index: int, aw: Any, order: int) -> None:
         _PROC.set(None)
         if order:
-            await _take_turn(env._park, order)  # the operands' tasks start in argument order
+            await _operand_turn(env, aw, order)
         try:
             values[index] = await aw
         except Exception as exc:

@@ -387,6 +387,7 @@ class VirtualClock(trio.abc.Clock):
         self._kit_count = 0
         self._kit_first = 0  # places taken ahead of the others (_park.reserve_first)
         self._kit_dead = 0  # entries of cancelled or woken-early waits still in the heap
+        self._kit_busy = 0  # busy loop turns in a row with a kit wait due (_park.busy_turn)
         # The toolkit's own tasks (a vehicle's driver) parked since the last idle question:
         # task -> its Parked.  _absorb need not read their chain (see _park.park).
         self._kit_own: dict[trio.lowlevel.Task, _park.Parked] = {}
@@ -977,7 +978,13 @@ class _ClockInstrument(trio.abc.Instrument):
         clock._rounds += 1
         plan = clock._plan
         if not plan:
-            return  # a turn with nothing planned (a busy run, a kit wait handed on)
+            # A turn with nothing planned (a busy run, a kit wait handed on).  A kit wait due
+            # now is normally woken when the run is idle; a run kept busy by a task that
+            # polls (``while not done: await trio.sleep(0)``) gets it after a few turns.
+            kit = clock._kit
+            if kit and (clock._rate or kit[0][0] <= clock._ticks):
+                _park.busy_turn(clock)
+            return
         if plan == _PLAN_POLL:
             # The fast path of every jump, inlined: jump unless the poll woke a task.
             clock._plan = _NO_PLAN

@@ -75,10 +75,12 @@ from .._shared._time import TICKS_PER_SECOND, to_ticks
 
 __all__ = [
     "NOISE",
+    "PATIENCE",
     "ROUND_EVERY",
     "Held",
     "Parked",
     "arrive",
+    "busy_turn",
     "can_jump_in_place",
     "fresh",
     "head",
@@ -101,6 +103,9 @@ callbacks and what the in-place check cannot see."""
 NOISE: Final = 1.0 + 16 * 2.0**-52
 """A trio deadline closer above an instant than this factor (8 ulps either way) is the same
 instant spelled in floats (trio computes ``now + delay``): it fires first."""
+
+PATIENCE: Final = 8
+"""Busy loop turns in a row, with a kit wait due, after which :func:`busy_turn` wakes it."""
 
 _FIRST: Final = 1 << 62
 """:func:`reserve_first`'s places are below every ordinary place (which count up from 1)."""
@@ -327,6 +332,7 @@ def wake_next(clock: Any, now: int) -> bool:
     order, so the order stays the same as if they had run one by one.
     """
     kit = clock._kit
+    clock._kit_busy = 0
     while kit:
         entry = kit[0]
         if entry[0] > now:
@@ -360,6 +366,25 @@ def wake_next(clock: Any, now: int) -> bool:
             _heappop(kit)
         return True
     return False
+
+
+def busy_turn(clock: Any) -> None:
+    """A loop turn in which tasks ran while a kit wait was due (the clock's instrument calls
+    this after the turn's I/O poll, where rescheduling is allowed).
+
+    Kit waits due now are woken one at a time when the run is idle; a task that keeps the run
+    busy by polling with plain trio checkpoints would hold them back for ever, where asyncio
+    would run their ``call_soon`` in turn.  After :data:`PATIENCE` such turns in a row the next
+    one is woken anyway.  Must not raise (an instrument hook): a failure goes to the clock.
+    """
+    clock._kit_busy += 1
+    if clock._kit_busy < PATIENCE:
+        return
+    now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
+    try:
+        wake_next(clock, now)
+    except BaseException as exc:  # pragma: no cover - a quiet() check that failed
+        clock._failed(exc)
 
 
 def head(clock: Any) -> int | None:
