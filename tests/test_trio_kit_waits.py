@@ -237,6 +237,29 @@ def test_outside_work_still_holds_a_parked_wait() -> None:
     assert 0.09 <= time.perf_counter() - t0 < 1.0  # real-time: the delay's own length
 
 
+def _three_vans(
+    fleet: sim.Fleet,
+    step_size: float,
+    ended: Callable[[sim.Vehicle[Any], sim.JourneyOutcome[Any]], None],
+    *,
+    first_only: bool = False,
+) -> list[sim.Vehicle[Any]]:
+    """Three vans at speed 1 on lanes y = 0, 1, 2, each calling ``ended`` when a journey ends
+    (only the first, with ``first_only``)."""
+    return [
+        fleet.add(
+            sim.Vehicle(
+                sim.Euclidean(),
+                position=(0.0, float(k)),
+                velocity=1.0,
+                step_size=step_size,
+                on_journey_ended=ended if k == 0 or not first_only else None,
+            )
+        )
+        for k in range(3)
+    ]
+
+
 def test_outside_work_still_holds_driving_vehicles() -> None:
     # The clock skips reading the await chain of a vehicle's own driver while it is parked;
     # a thread job in another task must still hold time: the vans' steps (every 0.02 virtual
@@ -248,18 +271,7 @@ def test_outside_work_still_holds_driving_vehicles() -> None:
 
     async def main() -> float:
         fleet = sim.Fleet()
-        vans = [
-            fleet.add(
-                sim.Vehicle(
-                    sim.Euclidean(),
-                    position=(0.0, float(k)),
-                    velocity=1.0,
-                    step_size=0.02,
-                    on_journey_ended=ended if k == 0 else None,
-                )
-            )
-            for k in range(3)
-        ]
+        vans = _three_vans(fleet, 0.02, ended, first_only=True)
         async with fleet, trio.open_nursery() as nursery:
             nursery.start_soon(functools.partial(trio.to_thread.run_sync, release.wait))
             await trio.testing.wait_all_tasks_blocked(0.001)
@@ -280,18 +292,7 @@ async def _shuttle_log(log: Log) -> None:
         log.append((trio.current_time(), str(outcome.status.name)))
 
     fleet = sim.Fleet()
-    vans = [
-        fleet.add(
-            sim.Vehicle(
-                sim.Euclidean(),
-                position=(0.0, float(k)),
-                velocity=1.0,
-                step_size=2.0,
-                on_journey_ended=ended,
-            )
-        )
-        for k in range(3)
-    ]
+    vans = _three_vans(fleet, 2.0, ended)
     async with fleet:
         for k, van in enumerate(vans):
             van.travel_to((7.0, float(k)))

@@ -558,7 +558,7 @@ class VirtualClock(trio.abc.Clock):
             # Kit waits are deadlines too; one due now is woken (one at a time: FIFO).
             head = _park.head(self)
             if head is not None:
-                now = self._ticks if not self._rate else _time.to_ticks(self._anchor.virtual())
+                now = _park.now_ticks(self)
                 if head <= now and not deadline <= self.current_time():  # trio's due: first
                     _park.wake_next(self, now)
                     self._plan = _NO_PLAN

@@ -86,7 +86,9 @@ __all__ = [
     "head",
     "hold",
     "park",
+    "now_ticks",
     "prune",
+    "queue_now",
     "release",
     "reserve",
     "reserve_first",
@@ -167,13 +169,11 @@ class Parked:
         if task is None or not self.value:
             return
         clock = self.clock
-        now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
-        if 0 <= self.ticks <= now:
+        if 0 <= self.ticks <= now_ticks(clock):
             return
         self.value = False
-        clock._kit_count += 1
         clock._kit_dead += 1  # its first entry, dead once this one has woken it
-        _heappush(clock._kit, (now, clock._kit_count, self))
+        queue_now(clock, self)
 
     def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
         self.task = None  # the heap entry is dropped when it reaches the top (or pruned)
@@ -223,9 +223,7 @@ def release(clock: Any, held: Held) -> None:
     if held.queued or held.task is None:
         return
     held.queued = True
-    clock._kit_count += 1
-    now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
-    _heappush(clock._kit, (now, clock._kit_count, held))
+    queue_now(clock, held)
 
 
 def turn(clock: Any, task: trio.lowlevel.Task, order: int = 0) -> Parked:
@@ -235,12 +233,22 @@ def turn(clock: Any, task: trio.lowlevel.Task, order: int = 0) -> Parked:
     takes one when it is started, so processes started together first run in the order they
     were started, as on asyncio); 0: behind every wait so far (``sim.sleep(0)``)."""
     parked = Parked(clock, task)
-    if not order:
-        clock._kit_count += 1
-        order = clock._kit_count
-    now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
-    _heappush(clock._kit, (now, order, parked))
+    queue_now(clock, parked, order)
     return parked
+
+
+def now_ticks(clock: Any) -> int:
+    """``clock``'s current tick (paced by real time, with a ``rate``)."""
+    if clock._rate:
+        return to_ticks(clock._anchor.virtual())
+    ticks: int = clock._ticks
+    return ticks
+
+
+def queue_now(clock: Any, parked: Parked, order: int = 0) -> None:
+    """Put ``parked`` in ``clock``'s heap at the current tick, in the place ``order`` (one
+    :func:`reserve` took; 0: a new place, behind every wait so far)."""
+    _heappush(clock._kit, (now_ticks(clock), order or reserve(clock), parked))
 
 
 def reserve(clock: Any) -> int:
@@ -380,9 +388,8 @@ def busy_turn(clock: Any) -> None:
     clock._kit_busy += 1
     if clock._kit_busy < PATIENCE:
         return
-    now = to_ticks(clock._anchor.virtual()) if clock._rate else clock._ticks
     try:
-        wake_next(clock, now)
+        wake_next(clock, now_ticks(clock))
     except BaseException as exc:  # pragma: no cover - a quiet() check that failed
         clock._failed(exc)
 
