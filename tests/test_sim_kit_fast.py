@@ -288,3 +288,114 @@ def test_canary_the_loop_state_the_native_sleep_uses() -> None:
         assert _native.clock_of(stock) == stock.time
     finally:
         stock.close()
+
+
+# --------------------------------------------------------------- the compiled kit sleep
+#
+# With the compiled core, awaiting sim.sleep runs KitSleep's C code (virtualtime/_engine/
+# _cwake.c) in its common case and _Sleep._await_general, the reference, in every other.
+# Forcing the reference everywhere must change nothing a model can see.
+
+
+@pytest.fixture(params=["as-built", "reference"])
+def sleep_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every kit sleep the way this build awaits it, or every one through the reference."""
+    if request.param == "reference":
+        monkeypatch.setattr(_kit._Sleep, "__await__", _kit._Sleep._await_general)
+    return str(request.param)
+
+
+def test_the_compiled_kit_sleep_gives_the_reference_run() -> None:
+    compiled = _busy_model()
+    simpy_order = _busy_model(order="simpy")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_kit._Sleep, "__await__", _kit._Sleep._await_general)
+        assert _busy_model() == compiled
+        assert _busy_model(order="simpy") == simpy_order
+    assert compiled != simpy_order  # the two orders differ in this model: both are pinned
+
+
+def test_the_kit_sleep_is_compiled_exactly_when_the_core_is() -> None:
+    async def main() -> str:
+        awaiting = sim.sleep(1).__await__()
+        kind = type(awaiting).__name__
+        awaiting.close()
+        return kind
+
+    kind = sim.simulate(main)
+    assert kind == ("KitNap" if virtualtime._engine._loop.COMPILED else "generator")
+    assert isinstance(sim.sleep(1), _kit._Abandonable)
+    assert (_kit._KIT_SLEEP is not None) is virtualtime._engine._loop.COMPILED
+
+
+def _suspended_sleep(loop: Any) -> tuple[Any, asyncio.Future[Any], int]:
+    """A kit sleep of 5 driven by hand to its suspension: (its iterator, its future, the loop's
+    count of dead entries before)."""
+    awaiting = sim.sleep(5).__await__()
+    future = awaiting.send(None)
+    assert isinstance(future, asyncio.Future)
+    assert future._asyncio_future_blocking
+    assert any(entry[3] is future for entry in loop._vt_heap)
+    return awaiting, future, loop._vt_timers.cancelled
+
+
+@pytest.mark.parametrize("how", ["throw", "close"])
+def test_a_kit_sleep_given_up_by_hand_takes_its_entry_back_once(sleep_path: str, how: str) -> None:
+    """throw() and close() at the suspension: the future is cancelled, its heap entry counted
+    dead exactly once, the process has no interrupt target left, and the sleep cannot be
+    reused."""
+
+    async def proc() -> tuple[bool, int, object, bool]:
+        loop: Any = asyncio.get_running_loop()
+        me = sim.current_process()
+        assert me is not None
+        await sim.sleep(0)  # a ready queue is never empty at the start: wait one turn
+        sim.start(nap())  # something due before 5, so the sleep must really suspend
+        awaiting, future, dead_before = _suspended_sleep(loop)
+        assert me._target is future
+        compiled = sleep_path == "as-built" and virtualtime._engine._loop.COMPILED
+        assert type(awaiting).__name__ == ("KitNap" if compiled else "generator")
+        if how == "throw":
+            with pytest.raises(ValueError, match="given up"):
+                awaiting.throw(ValueError("given up"))
+        else:
+            assert awaiting.close() is None
+        with pytest.raises((RuntimeError, StopIteration)):
+            awaiting.send(None)
+        return future.cancelled(), loop._vt_timers.cancelled - dead_before, me._target, True
+
+    async def nap() -> None:
+        await sim.sleep(1)
+
+    async def main() -> tuple[bool, int, object, bool]:
+        return await sim.start(proc())
+
+    assert sim.simulate(main) == (True, 1, None, True)
+
+
+def test_a_kit_sleep_resolved_by_the_loop_is_not_counted_dead(sleep_path: str) -> None:
+    """Interrupted after the loop resolved its sleep but before it ran, a process finishes
+    that sleep normally -- nothing is counted dead -- and the interrupt is raised at its next
+    kit await."""
+
+    async def sleeper(log: list[str]) -> None:
+        await sim.sleep(2)
+        log.append(f"woke {sim.now()}")
+        try:
+            await sim.sleep(10)
+        except sim.Interrupt as exc:
+            log.append(f"interrupted {exc.cause} at {sim.now()}")
+
+    async def main() -> tuple[list[str], int]:
+        loop: Any = asyncio.get_running_loop()
+        log: list[str] = []
+        target = sim.start(sleeper(log))
+        await sim.sleep(2)  # pushed before the sleeper's: at 2 this process runs first
+        assert target._target is not None
+        assert target._target.done()
+        target.interrupt("late")
+        await sim.sleep(1)
+        return log, loop._vt_timers.cancelled
+
+    state = sim.simulate(main)
+    assert state == (["woke 2.0", "interrupted late at 2.0"], 0)

@@ -1,6 +1,6 @@
 /* Optional compiled core of the virtual loop: the timer heap's push and pop, the firing of due
    timers, the lean call_soon and call_later, get_debug, the run of the ready queue, and
-   virtualtime.sleep itself (a frame-free awaitable).
+   virtualtime.sleep itself (a frame-free awaitable), and the sim kit's sleep (its base type).
 
    Each function here does exactly what a piece of pure Python in virtualtime/_engine/_loop.py and
    virtualtime/_engine/_control.py does (that code is the reference, and the fallback: it runs when this
@@ -1318,6 +1318,45 @@ loop_item(PyObject *dict, PyObject *name)
     return value;
 }
 
+/* A new future of ``loop`` in the heap: the entry (ticks + step(delay), priority, next_seq(),
+   future) -- what _control.sleep and the kit's sleep push.  Returns the future (a new
+   reference), or NULL with an error set.  ``priority`` NULL means 0. */
+static PyObject *
+push_waiter(PyObject *loop, PyObject *heap, PyObject *next_seq, PyObject *ticks, PyObject *delay,
+            PyObject *priority)
+{
+    PyObject *fargs[1] = {loop};
+    PyObject *future = PyObject_Vectorcall((PyObject *)waiter_type, fargs, 0, kw_loop);
+    if (future == NULL) {
+        return NULL;
+    }
+    PyObject *step = delay_step(delay);
+    if (step == NULL) {
+        Py_DECREF(future);
+        return NULL;
+    }
+    PyObject *due = PyNumber_Add(ticks, step);
+    Py_DECREF(step);
+    PyObject *seq = due == NULL ? NULL : PyObject_CallNoArgs(next_seq);
+    PyObject *entry = seq == NULL ? NULL : PyTuple_New(4);
+    int ok = 0;
+    if (entry != NULL) {
+        PyTuple_SET_ITEM(entry, 0, Py_NewRef(due));
+        PyTuple_SET_ITEM(entry, 1, priority == NULL ? PyLong_FromLong(0) : Py_NewRef(priority));
+        PyTuple_SET_ITEM(entry, 2, Py_NewRef(seq));
+        PyTuple_SET_ITEM(entry, 3, Py_NewRef(future));
+        ok = PyTuple_GET_ITEM(entry, 1) != NULL && push(heap, entry) == 0;
+    }
+    Py_XDECREF(entry);
+    Py_XDECREF(seq);
+    Py_XDECREF(due);
+    if (!ok) {
+        Py_DECREF(future);
+        return NULL;
+    }
+    return future;
+}
+
 /* Arm the fast path: 1 armed (self->future set), 0 not applicable, -1 error. */
 static int
 arm(Sleep *self)
@@ -1363,8 +1402,6 @@ arm(Sleep *self)
     PyObject *heap = history == NULL ? NULL : loop_item(dict, str_vt_heap);
     PyObject *next_seq = heap == NULL ? NULL : loop_item(dict, str_vt_seq);
     PyObject *ticks = next_seq == NULL ? NULL : loop_item(dict, str_vt_ticks);
-    PyObject *future = NULL, *seq = NULL, *due = NULL, *entry = NULL;
-    int rc = -1;
     if (ticks == NULL) {
         Py_DECREF(dict);
         Py_DECREF(loop);
@@ -1379,49 +1416,17 @@ arm(Sleep *self)
     Py_INCREF(next_seq);
     Py_INCREF(ticks);
     Py_DECREF(dict);
-    PyObject *fargs[1] = {loop};
-    future = PyObject_Vectorcall((PyObject *)waiter_type, fargs, 0, kw_loop);
+    PyObject *future = push_waiter(loop, heap, next_seq, ticks, self->delay, self->priority);
+    Py_DECREF(heap);
+    Py_DECREF(next_seq);
+    Py_DECREF(ticks);
     if (future == NULL) {
-        goto done;
+        Py_DECREF(loop);
+        return -1;
     }
-    PyObject *step = delay_step(self->delay);
-    if (step == NULL) {
-        goto done;
-    }
-    due = PyNumber_Add(ticks, step);
-    Py_DECREF(step);
-    if (due == NULL) {
-        goto done;
-    }
-    seq = PyObject_CallNoArgs(next_seq);
-    if (seq == NULL) {
-        goto done;
-    }
-    entry = PyTuple_New(4);
-    if (entry == NULL) {
-        goto done;
-    }
-    PyTuple_SET_ITEM(entry, 0, Py_NewRef(due));
-    PyTuple_SET_ITEM(entry, 1, self->priority == NULL ? PyLong_FromLong(0)
-                                                     : Py_NewRef(self->priority));
-    PyTuple_SET_ITEM(entry, 2, Py_NewRef(seq));
-    PyTuple_SET_ITEM(entry, 3, Py_NewRef(future));
-    if (PyTuple_GET_ITEM(entry, 1) == NULL || push(heap, entry) < 0) {
-        goto done;
-    }
-    self->future = Py_NewRef(future);
-    self->loop = Py_NewRef(loop);
-    rc = 1;
-done:
-    Py_XDECREF(entry);
-    Py_XDECREF(seq);
-    Py_XDECREF(due);
-    Py_XDECREF(future);
-    Py_XDECREF(next_seq);
-    Py_XDECREF(heap);
-    Py_XDECREF(ticks);
-    Py_DECREF(loop);
-    return rc;
+    self->future = future;
+    self->loop = loop;
+    return 1;
 }
 
 /* The future was made done by someone else than the loop: count its dead entry. */
@@ -1570,26 +1575,11 @@ sleep_send_method(Sleep *self, PyObject *arg)
     return NULL;
 }
 
+/* The exception throw(typ[, val[, tb]]) raises, as a generator's throw() builds it (a new
+   reference), or NULL with an error set. */
 static PyObject *
-sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
+thrown_exception(PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
-        return NULL;
-    }
-    if (self->inner != NULL) {
-        PyObject *meth = PyObject_GetAttrString(self->inner, "throw");
-        if (meth == NULL) {
-            return NULL;
-        }
-        PyObject *res = PyObject_Vectorcall(meth, args, nargs, NULL);
-        Py_DECREF(meth);
-        if (res == NULL) {
-            self->state = 2;
-            Py_CLEAR(self->inner);
-        }
-        return res;
-    }
     PyObject *typ = args[0];
     PyObject *val = nargs > 1 ? args[1] : NULL;
     PyObject *tb = nargs > 2 ? args[2] : NULL;
@@ -1635,6 +1625,33 @@ sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (tb != NULL && PyException_SetTraceback(exc, tb) < 0) {
         Py_DECREF(exc);
+        return NULL;
+    }
+    return exc;
+}
+
+static PyObject *
+sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    if (self->inner != NULL) {
+        PyObject *meth = PyObject_GetAttrString(self->inner, "throw");
+        if (meth == NULL) {
+            return NULL;
+        }
+        PyObject *res = PyObject_Vectorcall(meth, args, nargs, NULL);
+        Py_DECREF(meth);
+        if (res == NULL) {
+            self->state = 2;
+            Py_CLEAR(self->inner);
+        }
+        return res;
+    }
+    PyObject *exc = thrown_exception(args, nargs);
+    if (exc == NULL) {
         return NULL;
     }
     if (self->state == 1 && self->future != NULL) {
@@ -1756,6 +1773,536 @@ setup_sleep(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------- kit sleep */
+
+/* KitSleep: the base of the sim kit's sleep (virtualtime.sim._kit._Sleep, whose
+   ``_await_general`` generator is the reference).  Awaiting it gives a KitNap, which does, in
+   C, what that generator does in a process of a simulation on the virtual asyncio loop when
+   the sleep must suspend: push a future into the loop's heap (the entry _kit pushes), record
+   it as the process's interrupt target, yield it, and on the way out -- SimPy's order -- yield
+   while started processes have not run yet.  Everything else (no simulation, trio, a stock
+   loop, history kept, an interrupt already pending, a sleep that may move time in place, an
+   unusual delay) is handed, at the same moment, to the generator, which the KitNap then
+   drives.  An abandoned wait is given back through _kit._drop_native, as the generator's
+   ``except`` does. */
+
+static PyObject *kit_sim_var = NULL;  /* _kit._SIM */
+static PyObject *kit_proc_var = NULL; /* _kit._PROC */
+static PyObject *kit_drop = NULL;     /* _kit._drop_native */
+static PyObject *str_fast = NULL, *str_native = NULL, *str_env_loop = NULL, *str_pending = NULL,
+                *str_target = NULL, *str_ready = NULL, *str_unstarted = NULL,
+                *str_general = NULL, *str_throw = NULL, *str_close = NULL;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *delay;
+    PyObject *undo;
+} KitSleep;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *sleep;  /* the KitSleep awaited */
+    PyObject *inner;  /* the generator this nap drives (general case), or NULL */
+    PyObject *env;    /* the simulation (fast case) */
+    PyObject *proc;   /* its process, or NULL outside processes */
+    PyObject *future; /* the future in the heap */
+    int state;        /* 0 not started, 1 on the future, 2 after it (SimPy's order), 3 done */
+} KitNap;
+
+static PyTypeObject KitNap_Type;
+
+static int
+kitsleep_traverse(KitSleep *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->delay);
+    Py_VISIT(self->undo);
+    return 0;
+}
+
+static int
+kitsleep_clear(KitSleep *self)
+{
+    Py_CLEAR(self->delay);
+    Py_CLEAR(self->undo);
+    return 0;
+}
+
+static void
+kitsleep_dealloc(KitSleep *self)
+{
+    PyObject_GC_UnTrack(self);
+    kitsleep_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+kitsleep_await(KitSleep *self)
+{
+    KitNap *nap = PyObject_GC_New(KitNap, &KitNap_Type);
+    if (nap == NULL) {
+        return NULL;
+    }
+    nap->sleep = Py_NewRef(self);
+    nap->inner = NULL;
+    nap->env = NULL;
+    nap->proc = NULL;
+    nap->future = NULL;
+    nap->state = 0;
+    PyObject_GC_Track(nap);
+    return (PyObject *)nap;
+}
+
+static PyMemberDef kitsleep_members[] = {
+    {"_delay", T_OBJECT, offsetof(KitSleep, delay), 0, "the delay asked for"},
+    {"_undo", T_OBJECT, offsetof(KitSleep, undo), 0, "what _begin armed, to take back"},
+    {NULL},
+};
+
+static PyAsyncMethods kitsleep_async = {
+    .am_await = (unaryfunc)kitsleep_await,
+};
+
+static PyTypeObject KitSleep_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.KitSleep",
+    .tp_basicsize = sizeof(KitSleep),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The compiled base of the sim kit's sleep (see virtualtime.sim._kit._Sleep).",
+    .tp_traverse = (traverseproc)kitsleep_traverse,
+    .tp_clear = (inquiry)kitsleep_clear,
+    .tp_dealloc = (destructor)kitsleep_dealloc,
+    .tp_as_async = &kitsleep_async,
+    .tp_members = kitsleep_members,
+    .tp_new = PyType_GenericNew,
+};
+
+static int
+nap_traverse(KitNap *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->sleep);
+    Py_VISIT(self->inner);
+    Py_VISIT(self->env);
+    Py_VISIT(self->proc);
+    Py_VISIT(self->future);
+    return 0;
+}
+
+static int
+nap_clear(KitNap *self)
+{
+    Py_CLEAR(self->sleep);
+    Py_CLEAR(self->inner);
+    Py_CLEAR(self->env);
+    Py_CLEAR(self->proc);
+    Py_CLEAR(self->future);
+    return 0;
+}
+
+static void
+nap_dealloc(KitNap *self)
+{
+    PyObject_GC_UnTrack(self);
+    nap_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The truth of obj.name: 1, 0, or -1 with an error. */
+static int
+attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* Does an entry fall due before ``limit`` (a float), compared exactly as Python compares an
+   int with a float?  1 yes, 0 no, -1 cannot tell here (too large). */
+static int
+due_before(PyObject *heap, double limit)
+{
+    if (PyList_GET_SIZE(heap) == 0) {
+        return 0;
+    }
+    PyObject *entry = PyList_GET_ITEM(heap, 0);
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 1) {
+        return -1;
+    }
+    int overflow;
+    long long head = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(entry, 0), &overflow);
+    if (overflow || (head == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    double floor_limit = floor(limit);
+    if (!(floor_limit > -9.0e18 && floor_limit < 9.0e18)) {
+        return -1;
+    }
+    long long whole = (long long)floor_limit;
+    return floor_limit == limit ? head < whole : head <= whole;
+}
+
+/* Arm the fast case: 1 armed (the future pushed and recorded), 0 the general case, -1 error.
+   Nothing is changed before every check has passed. */
+static int
+nap_arm(KitNap *self)
+{
+    PyObject *delay_obj = ((KitSleep *)self->sleep)->delay;
+    double delay;
+    if (delay_obj != NULL && PyFloat_CheckExact(delay_obj)) {
+        delay = PyFloat_AS_DOUBLE(delay_obj);
+    }
+    else if (delay_obj != NULL && PyLong_CheckExact(delay_obj)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(delay_obj, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        delay = (double)v;
+    }
+    else {
+        return 0;
+    }
+    if (!(delay > 0.0 && delay < 1e18)) {
+        return 0;
+    }
+    PyObject *env = NULL, *proc = NULL, *loop = NULL, *dict = NULL;
+    int rc = -1;
+    if (PyContextVar_Get(kit_sim_var, Py_None, &env) < 0) {
+        return -1;
+    }
+    if (env == Py_None) {
+        rc = 0;
+        goto done;
+    }
+    int fast = attr_true(env, str_fast);
+    int native = fast > 0 ? attr_true(env, str_native) : fast;
+    if (native <= 0) {
+        rc = native;
+        goto done;
+    }
+    if (PyContextVar_Get(kit_proc_var, Py_None, &proc) < 0) {
+        goto done;
+    }
+    if (proc != Py_None) {
+        int pending = attr_true(proc, str_pending);
+        if (pending != 0) {
+            rc = pending < 0 ? -1 : 0; /* an interrupt to raise first: the generator's way */
+            goto done;
+        }
+    }
+    loop = PyObject_GetAttr(env, str_env_loop);
+    if (loop == NULL) {
+        goto done;
+    }
+    dict = PyObject_GenericGetDict(loop, NULL);
+    if (dict == NULL) {
+        goto done;
+    }
+    PyObject *history = loop_item(dict, str_vt_history);
+    PyObject *heap = history == NULL ? NULL : loop_item(dict, str_vt_heap);
+    PyObject *next_seq = heap == NULL ? NULL : loop_item(dict, str_vt_seq);
+    PyObject *ticks = next_seq == NULL ? NULL : loop_item(dict, str_vt_ticks);
+    PyObject *ready = ticks == NULL ? NULL : loop_item(dict, str_ready);
+    if (ready == NULL) {
+        goto done;
+    }
+    if (history != Py_None || !PyList_CheckExact(heap) || !PyLong_CheckExact(ticks)) {
+        rc = 0;
+        goto done;
+    }
+    /* The generator skips the loop round when nothing is ready and nothing falls due before
+       the sleep would end (then jump_by may move time in place): that case is its own. */
+    Py_ssize_t nready = PyObject_Length(ready);
+    if (nready < 0) {
+        goto done;
+    }
+    if (nready == 0) {
+        int overflow;
+        long long now = PyLong_AsLongLongAndOverflow(ticks, &overflow);
+        if (overflow || (now == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            rc = 0;
+            goto done;
+        }
+        int before = due_before(heap, ((double)now + delay * 1e9) - 1.0);
+        if (before <= 0) {
+            rc = 0;
+            goto done;
+        }
+    }
+    Py_INCREF(heap);
+    Py_INCREF(next_seq);
+    Py_INCREF(ticks);
+    PyObject *future = push_waiter(loop, heap, next_seq, ticks, delay_obj, NULL);
+    Py_DECREF(heap);
+    Py_DECREF(next_seq);
+    Py_DECREF(ticks);
+    if (future == NULL) {
+        goto done;
+    }
+    if (proc != Py_None && PyObject_SetAttr(proc, str_target, future) < 0) {
+        Py_DECREF(future);
+        goto done;
+    }
+    self->future = future;
+    self->env = Py_NewRef(env);
+    self->proc = proc == Py_None ? NULL : Py_NewRef(proc);
+    rc = 1;
+done:
+    Py_XDECREF(dict);
+    Py_XDECREF(loop);
+    Py_XDECREF(proc);
+    Py_XDECREF(env);
+    return rc;
+}
+
+/* The wait is over: the process has no interrupt target any more (the generator's finally). */
+static int
+nap_untarget(KitNap *self)
+{
+    self->state = 3;
+    if (self->proc == NULL) {
+        return 0;
+    }
+    int rc = PyObject_SetAttr(self->proc, str_target, Py_None);
+    Py_CLEAR(self->proc);
+    return rc;
+}
+
+/* The generator's ``except BaseException: _drop_native(future); raise`` and its finally, for
+   the exception set now (kept, unless giving the wait back fails). */
+static void
+nap_abandon(KitNap *self)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *res = PyObject_CallOneArg(kit_drop, self->future);
+    int ok = res != NULL;
+    Py_XDECREF(res);
+    if (nap_untarget(self) < 0) {
+        ok = 0;
+    }
+    if (ok) {
+        PyErr_Restore(type, value, tb);
+    }
+    else {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+}
+
+static PySendResult
+nap_send(KitNap *self, PyObject *arg, PyObject **presult)
+{
+    *presult = NULL;
+    if (self->inner != NULL) {
+        PySendResult r = PyIter_Send(self->inner, arg, presult);
+        if (r != PYGEN_NEXT) {
+            self->state = 3;
+            Py_CLEAR(self->inner);
+        }
+        return r;
+    }
+    if (self->state == 0) {
+        if (arg != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "can't send non-None value to a just-started generator");
+            return PYGEN_ERROR;
+        }
+        int armed = nap_arm(self);
+        if (armed < 0) {
+            self->state = 3;
+            return PYGEN_ERROR;
+        }
+        if (armed == 0) {
+            self->inner = PyObject_CallMethodNoArgs(self->sleep, str_general);
+            if (self->inner == NULL) {
+                self->state = 3;
+                return PYGEN_ERROR;
+            }
+            self->state = 1;
+            return nap_send(self, arg, presult);
+        }
+        /* What Future.__await__ does on its first step: mark the future awaited, yield it. */
+        if (PyObject_SetAttr(self->future, str_blocking, Py_True) < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "sim.sleep: could not mark its future awaited");
+            nap_abandon(self);
+            return PYGEN_ERROR;
+        }
+        self->state = 1;
+        *presult = Py_NewRef(self->future);
+        return PYGEN_NEXT;
+    }
+    if (self->state == 3) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited sim.sleep");
+        return PYGEN_ERROR;
+    }
+    if (self->state == 1) {
+        /* Resumed on the future: its result (None), or the interrupt or cancellation it
+           carries, as ``yield from future`` ends. */
+        int done = is_done(self->future);
+        if (done == 0) {
+            PyErr_SetString(PyExc_RuntimeError, "await wasn't used with future");
+        }
+        PyObject *res = done > 0 ? PyObject_CallMethodNoArgs(self->future, str_result) : NULL;
+        if (res == NULL) {
+            nap_abandon(self);
+            return PYGEN_ERROR;
+        }
+        Py_DECREF(res);
+        self->state = 2;
+    }
+    /* SimPy's order: processes started at this instant run first. */
+    int unstarted = attr_true(self->env, str_unstarted);
+    if (unstarted != 0) {
+        if (unstarted < 0) {
+            nap_abandon(self);
+            return PYGEN_ERROR;
+        }
+        *presult = Py_NewRef(Py_None);
+        return PYGEN_NEXT;
+    }
+    if (nap_untarget(self) < 0) {
+        return PYGEN_ERROR;
+    }
+    *presult = Py_NewRef(Py_None);
+    return PYGEN_RETURN;
+}
+
+static PyObject *
+nap_iternext(KitNap *self)
+{
+    PyObject *result;
+    PySendResult r = nap_send(self, Py_None, &result);
+    if (r == PYGEN_NEXT) {
+        return result;
+    }
+    if (r == PYGEN_RETURN) {
+        set_stop_iteration(result);
+        Py_DECREF(result);
+    }
+    return NULL;
+}
+
+static PyObject *
+nap_send_method(KitNap *self, PyObject *arg)
+{
+    PyObject *result;
+    PySendResult r = nap_send(self, arg, &result);
+    if (r == PYGEN_NEXT) {
+        return result;
+    }
+    if (r == PYGEN_RETURN) {
+        set_stop_iteration(result);
+        Py_DECREF(result);
+    }
+    return NULL;
+}
+
+static PyObject *
+nap_throw(KitNap *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    if (self->inner != NULL) {
+        PyObject *meth = PyObject_GetAttr(self->inner, str_throw);
+        if (meth == NULL) {
+            return NULL;
+        }
+        PyObject *res = PyObject_Vectorcall(meth, args, nargs, NULL);
+        Py_DECREF(meth);
+        if (res == NULL) {
+            self->state = 3;
+            Py_CLEAR(self->inner);
+        }
+        return res;
+    }
+    PyObject *exc = thrown_exception(args, nargs);
+    if (exc == NULL) {
+        return NULL;
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+    if (self->state == 1 || self->state == 2) {
+        nap_abandon(self);
+    }
+    self->state = 3;
+    return NULL;
+}
+
+static PyObject *
+nap_close(KitNap *self, PyObject *unused)
+{
+    if (self->inner != NULL) {
+        PyObject *res = PyObject_CallMethodNoArgs(self->inner, str_close);
+        self->state = 3;
+        Py_CLEAR(self->inner);
+        return res;
+    }
+    if (self->state == 1 || self->state == 2) {
+        /* GeneratorExit at the generator's yield: its except gives the wait back. */
+        PyObject *res = PyObject_CallOneArg(kit_drop, self->future);
+        if (nap_untarget(self) < 0 || res == NULL) {
+            Py_XDECREF(res);
+            return NULL;
+        }
+        Py_DECREF(res);
+    }
+    self->state = 3;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef nap_methods[] = {
+    {"send", (PyCFunction)nap_send_method, METH_O, "send(value): as generator.send()"},
+    {"throw", (PyCFunction)(void (*)(void))nap_throw, METH_FASTCALL,
+     "throw(exc): as generator.throw()"},
+    {"close", (PyCFunction)nap_close, METH_NOARGS, "close(): as generator.close()"},
+    {NULL},
+};
+
+static PyAsyncMethods nap_async = {
+    .am_send = (sendfunc)nap_send,
+};
+
+static PyTypeObject KitNap_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.KitNap",
+    .tp_basicsize = sizeof(KitNap),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "An awaited sim.sleep(), compiled (see KitSleep).",
+    .tp_traverse = (traverseproc)nap_traverse,
+    .tp_clear = (inquiry)nap_clear,
+    .tp_dealloc = (destructor)nap_dealloc,
+    .tp_as_async = &nap_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)nap_iternext,
+    .tp_methods = nap_methods,
+};
+
+/* setup_kit(sim_var, proc_var, drop_native) */
+static PyObject *
+setup_kit(PyObject *module, PyObject *args)
+{
+    PyObject *sim_var, *proc_var, *drop;
+    if (!PyArg_ParseTuple(args, "O!O!O:setup_kit", &PyContextVar_Type, &sim_var,
+                          &PyContextVar_Type, &proc_var, &drop)) {
+        return NULL;
+    }
+    if (waiter_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
+        return NULL;
+    }
+    Py_XSETREF(kit_sim_var, Py_NewRef(sim_var));
+    Py_XSETREF(kit_proc_var, Py_NewRef(proc_var));
+    Py_XSETREF(kit_drop, Py_NewRef(drop));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_VARARGS,
      "setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error)"},
@@ -1766,6 +2313,7 @@ static PyMethodDef methods[] = {
     {"run_ready", (PyCFunction)(void (*)(void))run_ready, METH_FASTCALL,
      "run_ready(popleft, ntodo, failed) -> None"},
     {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},
+    {"setup_kit", (PyCFunction)setup_kit, METH_VARARGS, "setup_kit(sim_var, proc_var, drop_native)"},
     {"sleep", (PyCFunction)(void (*)(void))sleep_call, METH_FASTCALL | METH_KEYWORDS,
      "sleep(delay, *, priority=0)\n--\n\n"
      "virtualtime.sleep, compiled: sleep ``delay`` virtual seconds; at one instant smaller\n"
@@ -1782,7 +2330,8 @@ PyMODINIT_FUNC
 PyInit__cwake(void)
 {
     if (PyType_Ready(&SoonCaller_Type) < 0 || PyType_Ready(&Sleep_Type) < 0 ||
-        PyType_Ready(&DictFlag_Type) < 0 || PyType_Ready(&LaterCaller_Type) < 0) {
+        PyType_Ready(&DictFlag_Type) < 0 || PyType_Ready(&LaterCaller_Type) < 0 ||
+        PyType_Ready(&KitSleep_Type) < 0 || PyType_Ready(&KitNap_Type) < 0) {
         return NULL;
     }
     str_done = PyUnicode_InternFromString("done");
@@ -1800,9 +2349,21 @@ PyInit__cwake(void)
     str_result = PyUnicode_InternFromString("result");
     str_wake_dropped = PyUnicode_InternFromString("_vt_wake_dropped");
     str_priority = PyUnicode_InternFromString("priority");
+    str_fast = PyUnicode_InternFromString("_fast");
+    str_native = PyUnicode_InternFromString("_native");
+    str_env_loop = PyUnicode_InternFromString("_loop");
+    str_pending = PyUnicode_InternFromString("_pending");
+    str_target = PyUnicode_InternFromString("_target");
+    str_ready = PyUnicode_InternFromString("_ready");
+    str_unstarted = PyUnicode_InternFromString("_unstarted");
+    str_general = PyUnicode_InternFromString("_await_general");
+    str_throw = PyUnicode_InternFromString("throw");
+    str_close = PyUnicode_InternFromString("close");
     if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed || !str_loop ||
         !str_vt_ticks || !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
-        !str_cancelled || !str_result || !str_wake_dropped || !str_priority) {
+        !str_cancelled || !str_result || !str_wake_dropped || !str_priority || !str_fast ||
+        !str_native || !str_env_loop || !str_pending || !str_target || !str_ready ||
+        !str_unstarted || !str_general || !str_throw || !str_close) {
         return NULL;
     }
     kw_loop = PyTuple_Pack(1, str_loop);
@@ -1817,7 +2378,8 @@ PyInit__cwake(void)
     if (PyModule_AddObjectRef(module, "SoonCaller", (PyObject *)&SoonCaller_Type) < 0 ||
         PyModule_AddObjectRef(module, "Sleep", (PyObject *)&Sleep_Type) < 0 ||
         PyModule_AddObjectRef(module, "DictFlag", (PyObject *)&DictFlag_Type) < 0 ||
-        PyModule_AddObjectRef(module, "LaterCaller", (PyObject *)&LaterCaller_Type) < 0) {
+        PyModule_AddObjectRef(module, "LaterCaller", (PyObject *)&LaterCaller_Type) < 0 ||
+        PyModule_AddObjectRef(module, "KitSleep", (PyObject *)&KitSleep_Type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

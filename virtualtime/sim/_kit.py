@@ -60,7 +60,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import anyio
 import sniffio
@@ -72,6 +72,7 @@ from ._fast import set_result as _set_result
 from ._fast import trio_module
 from ._native import FAR as _FAR
 from ._native import clock_of as _clock_of
+from ._native import core as _core
 from ._native import native_loop as _native_loop
 from ._native import push_after as _push_after
 from ._native import wake_after as _wake_after
@@ -334,8 +335,8 @@ class _NoWait:
 
 _NO_WAIT: Final = _NoWait()
 _Future: Final = asyncio.Future
+_KIT_SLEEP: Final[Any] = None if _core is None else _core.KitSleep
 _TPS: Final = 1e9  # ticks per second of the virtual loop's integer clock
-_new_sleep: Final = object.__new__
 _FAR_SECONDS: Final = 1e15  # sleeps this long (math.inf) on trio keep the cancel-scope path
 
 
@@ -893,12 +894,27 @@ def current_process() -> Process[Any] | None:
 _NUMBERS: Final = (int, float)
 
 
-class _Sleep(_Abandonable):
-    __slots__ = ("_delay", "_undo")
+class _SleepSlots(_Abandonable):
+    """The fields of :class:`_Sleep` on the pure-Python path (the compiled base has them)."""
 
-    def __init__(self, delay: float) -> None:
-        self._delay = delay
-        self._undo: Any = None  # what _begin armed: a timer handle or a native future
+    __slots__ = ("_delay", "_undo")
+    _delay: float
+    _undo: Any  # what _begin armed: a timer handle or a native future
+
+
+# With the compiled core, a sleep's base is its compiled twin (KitSleep in
+# virtualtime/_engine/_cwake.c): awaiting it suspends without a Python frame in the common
+# case -- a process of a simulation on the virtual asyncio loop whose sleep must wait -- and
+# hands every other case to _await_general below, which stays the reference.
+# (Made by sim.sleep() without __init__: see there.)
+if TYPE_CHECKING:
+    _SleepBase = _SleepSlots
+else:
+    _SleepBase = _SleepSlots if _KIT_SLEEP is None else _KIT_SLEEP
+
+
+class _Sleep(_SleepBase, _Abandonable):
+    __slots__ = ()
 
     def _abandon(self) -> None:
         undo = self._undo
@@ -922,7 +938,8 @@ class _Sleep(_Abandonable):
             self._undo = loop.call_later(self._delay, _set_result, future, None)
         return future
 
-    def __await__(self) -> Generator[Any, None, None]:
+    def _await_general(self) -> Generator[Any, None, None]:
+        """What awaiting the sleep does (the compiled base does its common case itself)."""
         env = _SIM.get(None)
         if env is None:
             env = _current("sim.sleep()")
@@ -979,8 +996,14 @@ class _Sleep(_Abandonable):
             if proc is not None:
                 proc._target = None
 
+    if _KIT_SLEEP is None:
+        __await__ = _await_general
+
     def __repr__(self) -> str:
         return f"<sim.sleep({self._delay!r})>"
+
+
+_new_sleep: Final = _SleepBase.__new__
 
 
 def _drop_native(future: asyncio.Future[Any]) -> None:
@@ -992,6 +1015,10 @@ def _drop_native(future: asyncio.Future[Any]) -> None:
     else:
         future.cancel()
     future.get_loop()._vt_wake_dropped()  # type: ignore[attr-defined]
+
+
+if _core is not None:
+    _core.setup_kit(_SIM, _PROC, _drop_native)
 
 
 async def _sleep_anyio(env: Simulation, delay: float) -> None:

@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["FAR", "clock_of", "native_loop", "push_after", "wake_after"]
+__all__ = ["FAR", "clock_of", "core", "native_loop", "push_after", "wake_after"]
 
 try:
     from .._engine import _loop as _engine_loop
@@ -28,6 +28,10 @@ _VirtualEventLoop: Any = getattr(_engine_loop, "VirtualEventLoop", None)
 push_after: Any = getattr(_engine_loop, "core_push_after", None)
 """The compiled core's ``push_after(heap, next_seq, ticks, delay, priority, item) -> seq``
 (the entry :func:`wake_after` pushes, in one C call), or None on the pure-Python path."""
+
+core: Any = getattr(_engine_loop, "core", None)
+"""The loop's compiled core module (set up), or None on the pure-Python path: the kit's sleep
+takes its compiled base (``KitSleep``) from it."""
 
 FAR: Final = 1e18
 """Delays at or past this take the loop's general way (``_vt_wake_after``)."""
