@@ -399,6 +399,36 @@ is_done(PyObject *future)
     return done;
 }
 
+/* What ``await future`` gives once the task is woken: the future's result (a new reference),
+   or NULL with its exception set -- and RuntimeError, as Future.__await__ raises it, if the
+   future is not done. */
+static PyObject *
+future_outcome(PyObject *future)
+{
+    PyObject *res = PyObject_CallMethodNoArgs(future, str_result);
+    if (res != NULL || !PyErr_ExceptionMatches(invalid_state)) {
+        return res;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int done = is_done(future);
+    if (done == 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        PyErr_SetString(PyExc_RuntimeError, "await wasn't used with future");
+    }
+    else if (done > 0) {
+        PyErr_Restore(type, value, tb);
+    }
+    else {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    return NULL;
+}
+
 /* fire(heap, now, seconds, ready_append) -> (fired, dead, seconds)
 
    The pop loop of VirtualEventLoop._run_once for a loop with no history and not in debug
@@ -447,16 +477,20 @@ fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *item = PyTuple_GET_ITEM(entry, 3);
         int rc = 0;
         if (Py_IS_TYPE(item, waiter_type)) {
-            int done = is_done(item);
-            if (done < 0) {
-                rc = -1;
+            /* set_result refuses a future already done (cancelled, or resolved early): its
+               entry is dead.  Nothing can run between the pure path's done() and
+               set_result() here, so one call decides both. */
+            PyObject *res = PyObject_CallMethodOneArg(item, str_set_result, Py_None);
+            if (res != NULL) {
+                Py_DECREF(res);
+                fired++;
             }
-            else if (done) {
+            else if (PyErr_ExceptionMatches(invalid_state)) {
+                PyErr_Clear();
                 dead++;
             }
             else {
-                fired++;
-                rc = set_result(item, Py_None);
+                rc = -1;
             }
         }
         else if (PyObject_TypeCheck(item, timer_type)) {
@@ -1318,6 +1352,30 @@ loop_item(PyObject *dict, PyObject *name)
     return value;
 }
 
+/* ticks + the ticks of a positive delay (what the pure path computes: ticks + max(1,
+   round(delay * 10**9))), a new reference; machine integers when they are small enough. */
+static PyObject *
+due_ticks(PyObject *ticks, PyObject *delay)
+{
+    if (PyFloat_CheckExact(delay) && PyLong_CheckExact(ticks)) {
+        double scaled = nearbyint(PyFloat_AS_DOUBLE(delay) * 1e9);
+        int overflow;
+        long long now = PyLong_AsLongLongAndOverflow(ticks, &overflow);
+        if (!overflow && !(now == -1 && PyErr_Occurred()) && now >= 0 &&
+            now < 4000000000000000000LL && scaled < 4.0e18) {
+            return PyLong_FromLongLong(now + (scaled < 1.0 ? 1 : (long long)scaled));
+        }
+        PyErr_Clear();
+    }
+    PyObject *step = delay_step(delay);
+    if (step == NULL) {
+        return NULL;
+    }
+    PyObject *due = PyNumber_Add(ticks, step);
+    Py_DECREF(step);
+    return due;
+}
+
 /* A new future of ``loop`` in the heap: the entry (ticks + step(delay), priority, next_seq(),
    future) -- what _control.sleep and the kit's sleep push.  Returns the future (a new
    reference), or NULL with an error set.  ``priority`` NULL means 0. */
@@ -1330,13 +1388,7 @@ push_waiter(PyObject *loop, PyObject *heap, PyObject *next_seq, PyObject *ticks,
     if (future == NULL) {
         return NULL;
     }
-    PyObject *step = delay_step(delay);
-    if (step == NULL) {
-        Py_DECREF(future);
-        return NULL;
-    }
-    PyObject *due = PyNumber_Add(ticks, step);
-    Py_DECREF(step);
+    PyObject *due = due_ticks(ticks, delay);
     PyObject *seq = due == NULL ? NULL : PyObject_CallNoArgs(next_seq);
     PyObject *entry = seq == NULL ? NULL : PyTuple_New(4);
     int ok = 0;
@@ -1503,16 +1555,9 @@ sleep_send(Sleep *self, PyObject *arg, PyObject **presult)
         return PYGEN_ERROR;
     }
     /* Resumed: the future's result (None), or its exception, as ``await future`` ends. */
-    int done = is_done(self->future);
-    if (done <= 0) {
-        if (done == 0) {
-            PyErr_SetString(PyExc_RuntimeError, "await wasn't used with future");
-        }
-        sleep_finish(self);
-        return PYGEN_ERROR;
-    }
-    PyObject *res = PyObject_CallMethodNoArgs(self->future, str_result);
+    PyObject *res = future_outcome(self->future);
     if (res == NULL) {
+        /* Cancelled: its entry is dead (note_dead counts only a cancelled future). */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         if (note_dead(self) < 0) {
@@ -2144,11 +2189,7 @@ nap_send(KitNap *self, PyObject *arg, PyObject **presult)
     if (self->state == 1) {
         /* Resumed on the future: its result (None), or the interrupt or cancellation it
            carries, as ``yield from future`` ends. */
-        int done = is_done(self->future);
-        if (done == 0) {
-            PyErr_SetString(PyExc_RuntimeError, "await wasn't used with future");
-        }
-        PyObject *res = done > 0 ? PyObject_CallMethodNoArgs(self->future, str_result) : NULL;
+        PyObject *res = future_outcome(self->future);
         if (res == NULL) {
             nap_abandon(self);
             return PYGEN_ERROR;
