@@ -1276,8 +1276,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 entry = _heappop(heap)
                 handle = entry[3]
                 if type(handle) is _WAITER:
-                    # A native sleep (_vt_wake_after): the entry is the future itself.
-                    if handle.done():  # cancelled, and counted by whoever cancelled it
+                    # A native sleep (_vt_wake_after): the entry is the future itself.  A
+                    # future already done (cancelled, and counted by whoever cancelled it --
+                    # a signal handler included) refuses its result: the entry is dead.
+                    try:
+                        handle.set_result(None)
+                    except _InvalidStateError:
                         timers.cancelled -= 1
                         if history is not None:
                             self._vt_scheduled_at.pop(entry[2], None)
@@ -1285,10 +1289,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     fired += 1
                     if history is not None:
                         self._vt_record(entry)
-                    try:  # noqa: SIM105 - the hot path: no context manager here
-                        handle.set_result(None)
-                    except _InvalidStateError:  # cancelled in between by a signal handler
-                        pass
                     continue
                 handle._scheduled = False
                 if handle._cancelled:
