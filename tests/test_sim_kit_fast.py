@@ -14,7 +14,9 @@ a cancellation or interrupt landing at the instant of a hand-over loses no unit.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
+import math
 import random
 from typing import Any
 
@@ -399,3 +401,54 @@ def test_a_kit_sleep_resolved_by_the_loop_is_not_counted_dead(sleep_path: str) -
 
     state = sim.simulate(main)
     assert state == (["woke 2.0", "interrupted late at 2.0"], 0)
+
+
+@pytest.mark.parametrize("delay", [-1, -0.5, math.nan, "5", True, None, [1], -(10**30)], ids=repr)
+def test_the_compiled_sim_sleep_refuses_what_the_reference_refuses(delay: object) -> None:
+    with pytest.raises(Exception) as compiled:
+        sim.sleep(delay)  # type: ignore[arg-type]
+    with pytest.raises(Exception) as reference:
+        _kit.pure_sleep(delay)  # type: ignore[arg-type]
+    assert type(compiled.value) is type(reference.value)
+    assert str(compiled.value) == str(reference.value)
+    assert "delay" in str(compiled.value)
+
+
+@pytest.mark.parametrize("delay", [0, 0.0, 2.5, 10**30, math.inf], ids=repr)
+def test_the_compiled_sim_sleep_makes_the_reference_object(delay: float) -> None:
+    made, expected = sim.sleep(delay), _kit.pure_sleep(delay)
+    assert type(made) is type(expected) is _kit._Sleep
+    assert made._delay == expected._delay == delay
+    assert made._undo is None
+    assert expected._undo is None
+    assert repr(made) == repr(expected) == f"<sim.sleep({delay!r})>"
+
+
+def test_the_compiled_sim_now_reads_the_reference_clock() -> None:
+    seen: list[tuple[float, float]] = []
+    inside: list[contextvars.Context] = []
+
+    async def main() -> None:
+        for delay in (0, 1.5, 0.25, 3):
+            await sim.sleep(delay)
+            seen.append((sim.now(), _kit.pure_now()))
+        inside.append(contextvars.copy_context())
+
+    with pytest.raises(virtualtime.VirtualTimeError) as compiled:
+        sim.now()
+    with pytest.raises(virtualtime.VirtualTimeError) as reference:
+        _kit.pure_now()
+    assert str(compiled.value) == str(reference.value)
+    sim.simulate(main, until=10)
+    assert seen == [(0.0, 0.0), (1.5, 1.5), (1.75, 1.75), (4.75, 4.75)]
+    # Read again from the model's context after the run: the instant the run ended.
+    assert inside[0].run(sim.now) == inside[0].run(_kit.pure_now) == 10.0
+
+
+def test_canary_sim_sleep_and_now_are_compiled_exactly_when_the_core_is() -> None:
+    compiled = virtualtime._engine._loop.COMPILED
+    assert (sim.sleep is not _kit.pure_sleep) is compiled
+    assert (sim.now is not _kit.pure_now) is compiled
+    if compiled:
+        core = virtualtime._engine._loop.core
+        assert (sim.sleep, sim.now) == (core.kit_sleep, core.kit_now)

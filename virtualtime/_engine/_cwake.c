@@ -1836,7 +1836,8 @@ static PyObject *kit_proc_var = NULL; /* _kit._PROC */
 static PyObject *kit_drop = NULL;     /* _kit._drop_native */
 static PyObject *str_fast = NULL, *str_native = NULL, *str_env_loop = NULL, *str_pending = NULL,
                 *str_target = NULL, *str_ready = NULL, *str_unstarted = NULL,
-                *str_general = NULL, *str_throw = NULL, *str_close = NULL;
+                *str_general = NULL, *str_throw = NULL, *str_close = NULL, *str_final = NULL,
+                *str_clock = NULL;
 
 typedef struct {
     PyObject_HEAD
@@ -2325,22 +2326,97 @@ static PyTypeObject KitNap_Type = {
     .tp_methods = nap_methods,
 };
 
-/* setup_kit(sim_var, proc_var, drop_native) */
+/* kit_sleep(delay): sim.sleep, compiled -- a new _Sleep for a delay that is an exact float or
+   int >= 0, made without a Python frame; anything else goes to the pure-Python sim.sleep,
+   which checks it (and raises) as always. */
+static PyTypeObject *kit_sleep_type = NULL; /* _kit._Sleep */
+static PyObject *kit_sleep_py = NULL;       /* the pure-Python sim.sleep */
+static PyObject *kit_now_py = NULL;         /* the pure-Python sim.now */
+
+static PyObject *
+kit_sleep(PyObject *module, PyObject *delay)
+{
+    int plain = 0;
+    if (PyFloat_CheckExact(delay)) {
+        plain = PyFloat_AS_DOUBLE(delay) >= 0.0; /* NaN is not */
+    }
+    else if (PyLong_CheckExact(delay)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(delay, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        plain = overflow > 0 || (overflow == 0 && v >= 0);
+    }
+    if (!plain || kit_sleep_type == NULL) {
+        if (kit_sleep_py == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup_kit() was not called");
+            return NULL;
+        }
+        return PyObject_CallOneArg(kit_sleep_py, delay);
+    }
+    KitSleep *nap = (KitSleep *)kit_sleep_type->tp_alloc(kit_sleep_type, 0);
+    if (nap == NULL) {
+        return NULL;
+    }
+    nap->delay = Py_NewRef(delay);
+    nap->undo = NULL; /* reads as None */
+    return (PyObject *)nap;
+}
+
+/* kit_now(): sim.now, compiled -- the current simulation's time, read as the pure function
+   reads it; outside a simulation the pure function says why there is none. */
+static PyObject *
+kit_now(PyObject *module, PyObject *unused)
+{
+    PyObject *env;
+    if (PyContextVar_Get(kit_sim_var, Py_None, &env) < 0) {
+        return NULL;
+    }
+    if (env == Py_None) {
+        Py_DECREF(env);
+        return PyObject_CallNoArgs(kit_now_py);
+    }
+    PyObject *final = PyObject_GetAttr(env, str_final);
+    if (final == NULL || final != Py_None) {
+        Py_DECREF(env);
+        return final;
+    }
+    Py_DECREF(final);
+    PyObject *clock = PyObject_GetAttr(env, str_clock);
+    Py_DECREF(env);
+    if (clock == NULL) {
+        return NULL;
+    }
+    PyObject *res = PyObject_CallNoArgs(clock);
+    Py_DECREF(clock);
+    return res;
+}
+
+/* setup_kit(sim_var, proc_var, drop_native, sleep_type, py_sleep, py_now) */
 static PyObject *
 setup_kit(PyObject *module, PyObject *args)
 {
-    PyObject *sim_var, *proc_var, *drop;
-    if (!PyArg_ParseTuple(args, "O!O!O:setup_kit", &PyContextVar_Type, &sim_var,
-                          &PyContextVar_Type, &proc_var, &drop)) {
+    PyObject *sim_var, *proc_var, *drop, *sleep_type, *py_sleep_fn, *py_now_fn;
+    if (!PyArg_ParseTuple(args, "O!O!OO!OO:setup_kit", &PyContextVar_Type, &sim_var,
+                          &PyContextVar_Type, &proc_var, &drop, &PyType_Type, &sleep_type,
+                          &py_sleep_fn, &py_now_fn)) {
         return NULL;
     }
     if (waiter_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
         return NULL;
     }
+    if (!PyType_IsSubtype((PyTypeObject *)sleep_type, &KitSleep_Type)) {
+        PyErr_SetString(PyExc_TypeError, "setup_kit(): sleep_type must subclass KitSleep");
+        return NULL;
+    }
     Py_XSETREF(kit_sim_var, Py_NewRef(sim_var));
     Py_XSETREF(kit_proc_var, Py_NewRef(proc_var));
     Py_XSETREF(kit_drop, Py_NewRef(drop));
+    Py_XSETREF(kit_sleep_type, (PyTypeObject *)Py_NewRef(sleep_type));
+    Py_XSETREF(kit_sleep_py, Py_NewRef(py_sleep_fn));
+    Py_XSETREF(kit_now_py, Py_NewRef(py_now_fn));
     Py_RETURN_NONE;
 }
 
@@ -2354,7 +2430,12 @@ static PyMethodDef methods[] = {
     {"run_ready", (PyCFunction)(void (*)(void))run_ready, METH_FASTCALL,
      "run_ready(popleft, ntodo, failed) -> None"},
     {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},
-    {"setup_kit", (PyCFunction)setup_kit, METH_VARARGS, "setup_kit(sim_var, proc_var, drop_native)"},
+    {"setup_kit", (PyCFunction)setup_kit, METH_VARARGS,
+     "setup_kit(sim_var, proc_var, drop_native, sleep_type, py_sleep, py_now)"},
+    {"kit_sleep", (PyCFunction)kit_sleep, METH_O,
+     "sleep(delay)\n--\n\nsim.sleep, compiled (see virtualtime.sim.sleep)."},
+    {"kit_now", (PyCFunction)kit_now, METH_NOARGS,
+     "now()\n--\n\nsim.now, compiled (see virtualtime.sim.now)."},
     {"sleep", (PyCFunction)(void (*)(void))sleep_call, METH_FASTCALL | METH_KEYWORDS,
      "sleep(delay, *, priority=0)\n--\n\n"
      "virtualtime.sleep, compiled: sleep ``delay`` virtual seconds; at one instant smaller\n"
@@ -2400,11 +2481,14 @@ PyInit__cwake(void)
     str_general = PyUnicode_InternFromString("_await_general");
     str_throw = PyUnicode_InternFromString("throw");
     str_close = PyUnicode_InternFromString("close");
+    str_final = PyUnicode_InternFromString("_final");
+    str_clock = PyUnicode_InternFromString("_clock");
     if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed || !str_loop ||
         !str_vt_ticks || !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
         !str_cancelled || !str_result || !str_wake_dropped || !str_priority || !str_fast ||
         !str_native || !str_env_loop || !str_pending || !str_target || !str_ready ||
-        !str_unstarted || !str_general || !str_throw || !str_close) {
+        !str_unstarted || !str_general || !str_throw || !str_close || !str_final ||
+        !str_clock) {
         return NULL;
     }
     kw_loop = PyTuple_Pack(1, str_loop);

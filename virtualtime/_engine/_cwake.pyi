@@ -47,8 +47,16 @@ class Sleep:
     def __await__(self) -> Any: ...
 
 def setup_kit(
-    sim_var: object, proc_var: object, drop_native: Callable[[Any], object], /
+    sim_var: object,
+    proc_var: object,
+    drop_native: Callable[[Any], object],
+    sleep_type: type,
+    py_sleep: Callable[[float], Any],
+    py_now: Callable[[], float],
+    /,
 ) -> None: ...
+def kit_sleep(delay: float, /) -> Any: ...
+def kit_now() -> float: ...
 
 class KitSleep:
     """The compiled base of the sim kit's sleep (virtualtime.sim._kit._Sleep)."""

@@ -1017,10 +1017,6 @@ def _drop_native(future: asyncio.Future[Any]) -> None:
     future.get_loop()._vt_wake_dropped()  # type: ignore[attr-defined]
 
 
-if _core is not None:
-    _core.setup_kit(_SIM, _PROC, _drop_native)
-
-
 async def _sleep_anyio(env: Simulation, delay: float) -> None:
     """:func:`sleep` on trio: a kit wait on virtualtime's trio clock, else a cancel scope."""
     proc = _PROC.get()
@@ -1088,6 +1084,20 @@ def sleep(delay: float) -> Awaitable[None]:
     nap._delay = delay
     nap._undo = None
     return nap
+
+
+pure_sleep: Final = sleep
+"""The pure-Python :func:`sleep` (and :data:`pure_now`): the references the compiled ones follow."""
+pure_now: Final = now
+
+if _core is not None:
+    # The compiled core's twins of sleep() and now() (virtualtime/_engine/_cwake.c): the same
+    # object and the same value without a Python frame; anything unusual (a delay to check,
+    # no simulation) they hand to the functions above.  Bound through globals() so that type
+    # checkers and the API docs keep reading the functions above.
+    _core.setup_kit(_SIM, _PROC, _drop_native, _Sleep, pure_sleep, pure_now)
+    globals()["sleep"] = _core.kit_sleep
+    globals()["now"] = _core.kit_now
 
 
 # --------------------------------------------------------------------------- signals
