@@ -35,7 +35,7 @@ static PyObject *str_closed = NULL;
 static PyObject *str_loop = NULL, *str_vt_ticks = NULL, *str_vt_heap = NULL, *str_vt_seq = NULL,
                 *str_vt_history = NULL, *str_blocking = NULL, *str_cancelled = NULL,
                 *str_result = NULL, *str_wake_dropped = NULL, *str_priority = NULL,
-                *kw_loop = NULL, *ticks_per_second = NULL;
+                *str_throw = NULL, *str_close = NULL, *kw_loop = NULL, *ticks_per_second = NULL;
 
 static Py_ssize_t off_callback, off_args, off_cancelled, off_context, off_loop, off_repr,
     off_source_traceback, off_when, off_scheduled;
@@ -1590,11 +1590,11 @@ set_stop_iteration(PyObject *value)
     }
 }
 
+/* A send's outcome as __next__() and send() give it: the value yielded, or NULL with
+   StopIteration(value) -- or the send's error -- set. */
 static PyObject *
-sleep_iternext(Sleep *self)
+iter_result(PySendResult r, PyObject *result)
 {
-    PyObject *result;
-    PySendResult r = sleep_send(self, Py_None, &result);
     if (r == PYGEN_NEXT) {
         return result;
     }
@@ -1606,18 +1606,36 @@ sleep_iternext(Sleep *self)
 }
 
 static PyObject *
+sleep_iternext(Sleep *self)
+{
+    PyObject *result;
+    PySendResult r = sleep_send(self, Py_None, &result);
+    return iter_result(r, result);
+}
+
+static PyObject *
 sleep_send_method(Sleep *self, PyObject *arg)
 {
     PyObject *result;
     PySendResult r = sleep_send(self, arg, &result);
-    if (r == PYGEN_NEXT) {
-        return result;
+    return iter_result(r, result);
+}
+
+/* throw() passed on to the coroutine or generator a sleep drives; ``*inner`` is cleared when it
+   ends (raises). */
+static PyObject *
+throw_inner(PyObject **inner, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *meth = PyObject_GetAttr(*inner, str_throw);
+    if (meth == NULL) {
+        return NULL;
     }
-    if (r == PYGEN_RETURN) {
-        set_stop_iteration(result);
-        Py_DECREF(result);
+    PyObject *res = PyObject_Vectorcall(meth, args, nargs, NULL);
+    Py_DECREF(meth);
+    if (res == NULL) {
+        Py_CLEAR(*inner);
     }
-    return NULL;
+    return res;
 }
 
 /* The exception throw(typ[, val[, tb]]) raises, as a generator's throw() builds it (a new
@@ -1683,15 +1701,9 @@ sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (self->inner != NULL) {
-        PyObject *meth = PyObject_GetAttrString(self->inner, "throw");
-        if (meth == NULL) {
-            return NULL;
-        }
-        PyObject *res = PyObject_Vectorcall(meth, args, nargs, NULL);
-        Py_DECREF(meth);
-        if (res == NULL) {
+        PyObject *res = throw_inner(&self->inner, args, nargs);
+        if (self->inner == NULL) {
             self->state = 2;
-            Py_CLEAR(self->inner);
         }
         return res;
     }
@@ -1836,8 +1848,7 @@ static PyObject *kit_proc_var = NULL; /* _kit._PROC */
 static PyObject *kit_drop = NULL;     /* _kit._drop_native */
 static PyObject *str_fast = NULL, *str_native = NULL, *str_env_loop = NULL, *str_pending = NULL,
                 *str_target = NULL, *str_ready = NULL, *str_unstarted = NULL,
-                *str_general = NULL, *str_throw = NULL, *str_close = NULL, *str_final = NULL,
-                *str_clock = NULL;
+                *str_general = NULL, *str_final = NULL, *str_clock = NULL;
 
 typedef struct {
     PyObject_HEAD
@@ -2220,14 +2231,7 @@ nap_iternext(KitNap *self)
 {
     PyObject *result;
     PySendResult r = nap_send(self, Py_None, &result);
-    if (r == PYGEN_NEXT) {
-        return result;
-    }
-    if (r == PYGEN_RETURN) {
-        set_stop_iteration(result);
-        Py_DECREF(result);
-    }
-    return NULL;
+    return iter_result(r, result);
 }
 
 static PyObject *
@@ -2235,14 +2239,7 @@ nap_send_method(KitNap *self, PyObject *arg)
 {
     PyObject *result;
     PySendResult r = nap_send(self, arg, &result);
-    if (r == PYGEN_NEXT) {
-        return result;
-    }
-    if (r == PYGEN_RETURN) {
-        set_stop_iteration(result);
-        Py_DECREF(result);
-    }
-    return NULL;
+    return iter_result(r, result);
 }
 
 static PyObject *
@@ -2253,15 +2250,9 @@ nap_throw(KitNap *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (self->inner != NULL) {
-        PyObject *meth = PyObject_GetAttr(self->inner, str_throw);
-        if (meth == NULL) {
-            return NULL;
-        }
-        PyObject *res = PyObject_Vectorcall(meth, args, nargs, NULL);
-        Py_DECREF(meth);
-        if (res == NULL) {
+        PyObject *res = throw_inner(&self->inner, args, nargs);
+        if (self->inner == NULL) {
             self->state = 3;
-            Py_CLEAR(self->inner);
         }
         return res;
     }
