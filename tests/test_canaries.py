@@ -175,7 +175,8 @@ def test_canary_the_stock_loop_has_the_methods_the_virtual_loop_calls(name: str)
 
 
 def test_canary_the_ready_queue_is_a_deque_of_handles() -> None:
-    # _loop.py, VirtualEventLoop._run_once: pops handles off _ready like the stock one.
+    # _loop.py, VirtualEventLoop._run_once: pops handles off _ready like the stock one (and
+    # the kit's sleep, in _kit.py and _cwake.c, asks whether anything is ready).
     loop = asyncio.SelectorEventLoop()
     try:
         loop.call_soon(print)
@@ -402,9 +403,9 @@ def test_canary_anyio_worker_threads_have_the_attributes_the_model_reads() -> No
 
 
 def test_canary_a_future_awaited_by_a_task_is_marked_asyncio_future_blocking() -> None:
-    # The compiled virtualtime.sleep (_cwake.c) yields its future as ``await future`` does:
-    # it sets ``_asyncio_future_blocking`` first, which the Task checks (a future yielded
-    # without it is "yield was used instead of yield from").
+    # The compiled virtualtime.sleep and sim kit sleep (_cwake.c) yield their future as
+    # ``await future`` does: they set ``_asyncio_future_blocking`` first, which the Task
+    # checks (a future yielded without it is "yield was used instead of yield from").
     async def main() -> tuple[bool, bool]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()

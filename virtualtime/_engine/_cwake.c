@@ -1,10 +1,11 @@
 /* Optional compiled core of the virtual loop: the timer heap's push and pop, the firing of due
-   timers, the lean call_soon and call_later, get_debug, the run of the ready queue, and
-   virtualtime.sleep itself (a frame-free awaitable), and the sim kit's sleep (its base type).
+   timers, the lean call_soon and call_later, get_debug, the run of the ready queue,
+   virtualtime.sleep itself (a frame-free awaitable), and the sim kit's sleep() and now() and
+   the suspension of its sleeps.
 
-   Each function here does exactly what a piece of pure Python in virtualtime/_engine/_loop.py and
-   virtualtime/_engine/_control.py does (that code is the reference, and the fallback: it runs when this
-   module was not built, or with VIRTUALTIME_PURE_PYTHON=1).  What C saves is the interpreter:
+   Each function here does exactly what a piece of pure Python in virtualtime/_engine/_loop.py,
+   virtualtime/_engine/_control.py or virtualtime/sim/_kit.py does (that code is the reference,
+   and the fallback: it runs when this module was not built, or with VIRTUALTIME_PURE_PYTHON=1).  What C saves is the interpreter:
    a wake-up on the pure path runs about a hundred bytecodes in five Python frames besides the
    user's own; here the loop's share is a few C calls.
 
@@ -478,8 +479,7 @@ fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int rc = 0;
         if (Py_IS_TYPE(item, waiter_type)) {
             /* set_result refuses a future already done (cancelled, or resolved early): its
-               entry is dead.  Nothing can run between the pure path's done() and
-               set_result() here, so one call decides both. */
+               entry is dead -- the pure path's test too. */
             PyObject *res = PyObject_CallMethodOneArg(item, str_set_result, Py_None);
             if (res != NULL) {
                 Py_DECREF(res);
@@ -2072,7 +2072,9 @@ nap_arm(KitNap *self)
         goto done;
     }
     /* The generator skips the loop round when nothing is ready and nothing falls due before
-       the sleep would end (then jump_by may move time in place): that case is its own. */
+       the sleep would end (then jump_by may move time in place): that case is its own.
+       asyncio-private: ``_ready`` is the stock loop's deque of ready handles, read here as
+       _kit reads it (tests/test_canaries.py pins it). */
     Py_ssize_t nready = PyObject_Length(ready);
     if (nready < 0) {
         goto done;
@@ -2184,7 +2186,8 @@ nap_send(KitNap *self, PyObject *arg, PyObject **presult)
             self->state = 1;
             return nap_send(self, arg, presult);
         }
-        /* What Future.__await__ does on its first step: mark the future awaited, yield it. */
+        /* What Future.__await__ does on its first step: mark the future awaited, yield it
+           (asyncio-private: the flag the Task checks; tests/test_canaries.py pins it). */
         if (PyObject_SetAttr(self->future, str_blocking, Py_True) < 0) {
             PyErr_SetString(PyExc_RuntimeError, "sim.sleep: could not mark its future awaited");
             nap_abandon(self);
