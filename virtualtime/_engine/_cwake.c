@@ -1643,6 +1643,10 @@ throw_inner(PyObject **inner, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 thrown_exception(PyObject *const *args, Py_ssize_t nargs)
 {
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
     PyObject *typ = args[0];
     PyObject *val = nargs > 1 ? args[1] : NULL;
     PyObject *tb = nargs > 2 ? args[2] : NULL;
@@ -1696,11 +1700,7 @@ thrown_exception(PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
-        return NULL;
-    }
-    if (self->inner != NULL) {
+    if (self->inner != NULL) { /* the driven generator checks its own arguments */
         PyObject *res = throw_inner(&self->inner, args, nargs);
         if (self->inner == NULL) {
             self->state = 2;
@@ -2248,11 +2248,7 @@ nap_send_method(KitNap *self, PyObject *arg)
 static PyObject *
 nap_throw(KitNap *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
-        return NULL;
-    }
-    if (self->inner != NULL) {
+    if (self->inner != NULL) { /* the driven generator checks its own arguments */
         PyObject *res = throw_inner(&self->inner, args, nargs);
         if (self->inner == NULL) {
             self->state = 3;
