@@ -224,3 +224,93 @@ def test_a_debug_call_soon_threadsafe_handle_names_its_caller() -> None:
         assert (source.filename, source.lineno) == (__file__, line)
     finally:
         loop.close()
+
+
+# ----------------------------------------------------------- the plain round's calm
+
+
+def test_every_kind_of_outside_work_ends_the_calm_the_plain_round_trusts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The plain round skips the outside-work model while nothing has been added since the
+    # model last said "quiet"; each kind of addition must end that, and its removal must let
+    # the model say "quiet" again.  Worker threads other tests left idle (anyio keeps its own
+    # for a while) are not what this is about: the model is told there are none.
+    import signal
+    import socket
+    import threading
+
+    from virtualtime._engine._outside import OutsideWork
+
+    monkeypatch.setattr(OutsideWork, "_foreign_workers", lambda self: False)
+    loop = virtualtime.new_event_loop()
+    world = loop._vt_world
+    try:
+        assert world.calm()
+        assert world.calm_at == world.changes
+
+        reader, writer = socket.socketpair()
+        try:
+            loop.add_reader(reader, lambda: None)
+            assert world.calm_at != world.changes
+            assert not world.calm()
+            loop.remove_reader(reader)
+            assert world.calm()
+        finally:
+            reader.close()
+            writer.close()
+
+        loop.add_signal_handler(signal.SIGUSR1, lambda: None)
+        assert world.calm_at != world.changes
+        assert not world.calm()
+        loop.remove_signal_handler(signal.SIGUSR1)
+        assert world.calm()
+
+        async def job() -> None:
+            gate = threading.Event()
+            future = loop.run_in_executor(None, gate.wait, 5)
+            assert world.calm_at != world.changes
+            assert not world.calm()
+            gate.set()
+            assert await future
+
+        loop.run_until_complete(job())
+
+        before = world.changes
+        poker = threading.Thread(target=loop.call_soon_threadsafe, args=(int, "7"))
+        poker.start()
+        poker.join()
+        assert world.changes != before
+        assert not world.calm()  # another thread spoke: the model holds time for a grace
+        loop._ready.clear()
+    finally:
+        loop.close()
+
+
+def test_the_plain_round_waits_for_a_thread_that_starts_mid_run() -> None:
+    # Many plain rounds, then a job in a thread: time must stand still until it answers,
+    # however long the virtual timers around it are.
+    import threading
+
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        for _ in range(200):
+            await virtualtime.sleep(0.5)
+        gate = threading.Event()
+
+        def slow() -> float:
+            gate.wait(5)
+            return loop.time()
+
+        ticker = asyncio.ensure_future(asyncio.sleep(3600))
+        job = loop.run_in_executor(None, slow)
+        loop.call_soon(gate.set)
+        seen.append(await job)
+        seen.append(loop.time())
+        ticker.cancel()
+        return seen
+
+    for _ in range(50):
+        at_job, after = virtualtime.run(main())
+        assert at_job == after == 100.0

@@ -27,6 +27,7 @@ static PyTypeObject *timer_type = NULL;   /* asyncio.TimerHandle */
 static PyTypeObject *soon_type = NULL;    /* virtualtime._engine._loop._Soon */
 static PyObject *waker_a = NULL;          /* the two timer callbacks that only resolve a future */
 static PyObject *waker_b = NULL;
+static PyObject *wake_context = NULL;     /* the one context a waker timer is given (see below) */
 static PyObject *invalid_state = NULL;    /* asyncio.InvalidStateError */
 static PyObject *str_done = NULL;
 static PyObject *str_set_result = NULL;
@@ -68,13 +69,14 @@ slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out)
     return 0;
 }
 
-/* setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error) */
+/* setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error,
+         wake_context) */
 static PyObject *
 setup(PyObject *module, PyObject *args)
 {
-    PyObject *w, *t, *s, *a, *b, *e;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOO:setup", &PyType_Type, &w, &PyType_Type, &t,
-                          &PyType_Type, &s, &a, &b, &e)) {
+    PyObject *w, *t, *s, *a, *b, *e, *c;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOO!:setup", &PyType_Type, &w, &PyType_Type, &t,
+                          &PyType_Type, &s, &a, &b, &e, &PyContext_Type, &c)) {
         return NULL;
     }
     if (!PyType_IsSubtype((PyTypeObject *)s, ((PyTypeObject *)t)->tp_base)) {
@@ -107,6 +109,7 @@ setup(PyObject *module, PyObject *args)
     Py_XSETREF(waker_a, Py_NewRef(a));
     Py_XSETREF(waker_b, Py_NewRef(b));
     Py_XSETREF(invalid_state, Py_NewRef(e));
+    Py_XSETREF(wake_context, Py_NewRef(c));
     Py_RETURN_NONE;
 }
 
@@ -867,7 +870,10 @@ later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObj
     for (Py_ssize_t i = 2; i < nargs; i++) {
         PyTuple_SET_ITEM(cargs, i - 2, Py_NewRef(args[i]));
     }
-    if (context == NULL || context == Py_None) {
+    if ((context == NULL || context == Py_None) && (args[1] == waker_a || args[1] == waker_b)) {
+        ctx = Py_NewRef(wake_context); /* as in call_later: a waker never runs in its context */
+    }
+    else if (context == NULL || context == Py_None) {
         ctx = PyContext_CopyCurrent();
         if (ctx == NULL) {
             goto error;
@@ -2412,7 +2418,8 @@ setup_kit(PyObject *module, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"setup", (PyCFunction)setup, METH_VARARGS,
-     "setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error)"},
+     "setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error, "
+     "wake_context)"},
     {"push_after", (PyCFunction)(void (*)(void))push_after, METH_FASTCALL,
      "push_after(heap, next_seq, ticks, delay, priority, item) -> seq"},
     {"fire", (PyCFunction)(void (*)(void))fire, METH_FASTCALL,

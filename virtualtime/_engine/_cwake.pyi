@@ -1,5 +1,6 @@
 # The optional compiled core of the virtual loop (virtualtime/_engine/_cwake.c); see
 # virtualtime._engine._loop.
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ def setup(
     waker_a: Callable[..., object],
     waker_b: Callable[..., object],
     invalid_state_error: type[BaseException],
+    wake_context: contextvars.Context,
     /,
 ) -> None: ...
 def push_after(

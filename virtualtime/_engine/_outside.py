@@ -95,6 +95,8 @@ _real_monotonic: Final = _time_module.monotonic
 # Read on every round of the fast path: the length of threading's own table of running
 # threads costs a tenth of active_count(), which takes a lock.
 _thread_table_size: Final = threading._active.__len__  # type: ignore[attr-defined]
+thread_table_size: Final = _thread_table_size
+"""How many threads are running (threading's own table, read without its lock)."""
 _thread_table: Final[dict[int, threading.Thread]] = threading._active  # type: ignore[attr-defined]
 _worker_cache: list[Any] = [(), ()]  # [the threads last seen, the worker threads among them]
 
@@ -233,9 +235,14 @@ class CountingSelector(selectors.DefaultSelector):
         self.kinds: dict[int, _Socket] = {}
         """What the outside-work model decided about each registered descriptor."""
 
+    world: OutsideWork | None = None
+    """The model told of every new registration (see :attr:`OutsideWork.changes`)."""
+
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         key = super().register(fileobj, events, data)
         self.registered = len(self.get_map())
+        if self.world is not None:
+            self.world.changes += 1
         return key
 
     def unregister(self, fileobj: Any) -> selectors.SelectorKey:
@@ -301,12 +308,21 @@ class OutsideWork:
         self._anchor: tuple[float, int] | None = None
         self._poked = -1.0
         self._recheck = _RECHECK_MIN
+        self.changes = 0
+        """Bumped by everything that can make the outside busy: a job, a child, a
+        registration, a signal handler, a hold, a poke from another thread.  Nothing else
+        can, so while it is unchanged since :meth:`quiet` last said yes (and no other thread
+        exists), the outside is still quiet: :meth:`calm` answers in two comparisons."""
+        self.calm_at = -1
+        """The value of :attr:`changes` when :meth:`quiet` last found nothing outside."""
+        selector.world = self
 
     # ------------------------------------------------------------ registration
 
     def track_job(self, job: concurrent.futures.Future[Any]) -> None:
         """A job was submitted to an executor on the loop's behalf."""
         self.jobs.add(job)
+        self.changes += 1
 
     def job_done(self, job: concurrent.futures.Future[Any]) -> None:
         """Called (in any thread) once the job's result has been handed to the loop."""
@@ -325,16 +341,29 @@ class OutsideWork:
         if threading.get_ident() in self.job_threads:
             return
         self._poked = _real_monotonic()
+        # After _poked, never before: quiet() reads changes first and _poked second, so a
+        # poke it missed always leaves changes different from the calm_at it records.
+        self.changes += 1
 
     def track_child(self, transport: Any) -> None:
         """A child process was started through the loop."""
         self.children.add(transport)
+        self.changes += 1
 
     # ------------------------------------------------------------------ queries
 
+    def calm(self) -> bool:
+        """:meth:`quiet`, answered from what has changed since it last said yes.
+
+        The loop's rounds inline this test (a method call would cost more than the test);
+        it is here to be read, and for the tests.
+        """
+        return (self.calm_at == self.changes and _thread_table_size() == 1) or self.quiet()
+
     def quiet(self) -> bool:
-        """Is there nothing at all outside the loop?  (The loop's fast path asks this.)"""
-        return (
+        """Is there nothing at all outside the loop?  (Decided in full; see :meth:`calm`.)"""
+        changes = self.changes  # read before the state it stands for (see poked())
+        if (
             self._selector.registered <= 1
             and not self.jobs
             and not self.holds
@@ -348,7 +377,10 @@ class OutsideWork:
             # Another thread spoke to the loop (call_soon_threadsafe) and may speak again:
             # the general path keeps time still for POKE_GRACE (see poked()).
             and self._poked < 0
-        )
+        ):
+            self.calm_at = changes
+            return True
+        return False
 
     def _foreign_workers(self) -> bool:
         """Is any worker thread alive besides the loop's own thread (see _worker_threads)?"""
