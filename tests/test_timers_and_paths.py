@@ -314,3 +314,28 @@ def test_the_plain_round_waits_for_a_thread_that_starts_mid_run() -> None:
     for _ in range(50):
         at_job, after = virtualtime.run(main())
         assert at_job == after == 100.0
+
+
+def test_sleep_timers_share_one_context_and_every_other_timer_keeps_its_own() -> None:
+    import contextvars
+
+    from virtualtime._engine import _loop
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        var.set("task")
+        future = loop.create_future()
+        waker = loop.call_later(1, asyncio.futures._set_result_unless_cancelled, future, 5)  # type: ignore[attr-defined]
+        plain = loop.call_later(1, lambda: seen.append(var.get()))
+        assert waker._context is _loop._WAKE_CONTEXT  # type: ignore[attr-defined]
+        assert plain._context is not _loop._WAKE_CONTEXT  # type: ignore[attr-defined]
+        assert await future == 5
+        await asyncio.sleep(1)
+        seen.append(var.get())  # the task's own context, untouched by its sleeps
+
+    virtualtime.run(main())
+    assert seen == ["task", "task"]
+    assert len(_loop._WAKE_CONTEXT) == 0
