@@ -54,9 +54,11 @@ test that is almost always a bug, and a hang would hide it.  (A server meant to 
 clients from outside runs with ``deadlock_timeout=math.inf``, or under ``run_forever()``.)
 
 The interface the loop uses is small: :meth:`OutsideWork.quiet` (is there nothing at all
-outside? the loop's fast path), :meth:`OutsideWork.wait_before` (how long, in real seconds,
-before time may move to a tick), :meth:`OutsideWork.keeps_alive` and :meth:`OutsideWork.describe`
-(for the deadlock decision and its report), plus the registration calls for jobs, holds and
+outside? the loop's fast path) and :meth:`OutsideWork.calm` (the same answer, from a count of
+what was added since it was last given -- the loop's plain round),
+:meth:`OutsideWork.wait_before` (how long, in real seconds, before time may move to a tick),
+:meth:`OutsideWork.keeps_alive` and :meth:`OutsideWork.describe` (for the deadlock decision
+and its report), plus the registration calls for jobs, holds and
 children.
 """
 
