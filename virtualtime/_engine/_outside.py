@@ -357,8 +357,9 @@ class OutsideWork:
     def calm(self) -> bool:
         """:meth:`quiet`, answered from what has changed since it last said yes.
 
-        The loop's rounds inline this test (a method call would cost more than the test);
-        it is here to be read, and for the tests.
+        For a caller that asks often (the loop's general round, the sim kit's in-place jumps);
+        the plain round inlines the first half, where a method call would cost more than the
+        test.
         """
         return (self.calm_at == self.changes and _thread_table_size() == 1) or self.quiet()
 
