@@ -449,6 +449,42 @@ def test_call_soon_on_a_closed_loop_refuses_as_stock() -> None:
     loop.close()
     with pytest.raises(RuntimeError, match="closed"):
         loop.call_soon(print)
+    # call_later's lean timer is for open loops only: closing sends it to the checked path.
+    with pytest.raises(RuntimeError, match="closed"):
+        loop.call_later(1.5, print)
+    with pytest.raises(RuntimeError, match="closed"):
+        loop.call_later(0, print)
+
+
+def test_a_sleep_cancelled_before_its_overdue_timer_fires_is_not_counted() -> None:
+    # A task cancelled while asleep has not run since when a leap makes its timer overdue:
+    # the timer then finds its future already cancelled.  It wakes nobody and does not count
+    # as fired, on the direct path (no history) as on the recording one.
+    for history in (None, 10):
+        loop = virtualtime.new_event_loop(autojump=False, history=history)
+        seen: list[str] = []
+
+        async def sleeper() -> None:
+            try:
+                await asyncio.sleep(2)
+                seen.append("woke")
+            except asyncio.CancelledError:
+                seen.append(f"cancelled at {loop.time()}")
+                raise
+
+        try:
+            task = loop.create_task(sleeper())
+            loop.run_until_complete(asyncio.sleep(0))  # the task sleeps, its timer at 2
+            task.cancel()
+            assert loop.fast_forward(5) == 5.0
+            assert task.cancelled()
+            assert seen == ["cancelled at 5.0"]
+            assert loop.timers_fired == 0
+            assert loop.peek() == math.inf
+            if history is not None:
+                assert loop.history == ()
+        finally:
+            loop.close()
 
 
 def test_canary_weakset_keeps_its_references_in_a_set() -> None:

@@ -642,6 +642,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_selector = CountingSelector()
         self._vt_world = OutsideWork(self, self._vt_selector)
         self._vt_fast = False
+        self._vt_lean = False
         self._vt_plain = False
         self._vt_update_fast()
         self._vt_patch = (
@@ -832,10 +833,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_fast = (
             self._vt_autojump and not self._vt_paced and self._vt_threshold == 0
         ) and not self._vt_world.holds
-        # The plain round of _run_once: the fast path, keeping no history, not in debug mode.
-        self._vt_plain = (
-            self._vt_fast and self._vt_history is None and not getattr(self, "_debug", False)
+        # The lean timer of call_later: no history to keep, not in debug mode, not closed.
+        self._vt_lean = (
+            self._vt_history is None
+            and not getattr(self, "_debug", False)
+            and not getattr(self, "_closed", False)
         )
+        # The plain round of _run_once: the fast path with lean timers.
+        self._vt_plain = self._vt_fast and self._vt_lean
 
     def set_debug(self, enabled: bool) -> None:
         """Like the stock method (debug mode takes the loop's general path)."""
@@ -908,9 +913,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         loop; ``None``, NaN and non-numbers are refused at once, naming ``delay``.
         """
         if (
-            priority is not _ZERO
-            or self._debug
-            or self._closed
+            not self._vt_lean  # history kept, debug mode or closed (see _vt_update_fast)
+            or priority is not _ZERO
             or type(delay) not in _INT_OR_FLOAT
             or not delay < _FAR  # NaN, inf and astronomically long delays included
         ):
@@ -947,10 +951,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         handle._source_traceback = None
         handle._when = ticks / TICKS_PER_SECOND
         handle._scheduled = True
-        seq = self._vt_seq()
-        _heappush(self._vt_heap, (ticks, 0, seq, handle))
-        if self._vt_history is not None:
-            self._vt_scheduled_at[seq] = (self._vt_ticks, _current_task(self))
+        _heappush(self._vt_heap, (ticks, 0, self._vt_seq(), handle))
         return handle
 
     def call_soon(  # type: ignore[override]
@@ -1368,7 +1369,25 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     if history is not None:
                         self._vt_scheduled_at.pop(entry[2], None)
                     continue
-                waker = handle._callback in _WAKERS
+                callback = handle._callback
+                if direct and history is None and (
+                    callback is _SLEEP_WAKER or callback is _OUR_WAKER
+                ):
+                    # The common wake-up of asyncio.sleep: resolve its future here, in timer
+                    # order, saving a round trip through the ready queue (the woken task
+                    # still runs in this round).  A future already done was cancelled
+                    # before its timer came due (or by a signal handler just now): the
+                    # timer wakes nobody and does not count as fired, as below.
+                    args = handle._args
+                    try:
+                        args[0].set_result(args[1])
+                    except _InvalidStateError:
+                        continue
+                    fired += 1
+                    if handle._when > seconds:  # see call_at
+                        seconds = self._vt_now = handle._when
+                    continue
+                waker = callback is _SLEEP_WAKER or callback is _OUR_WAKER
                 if waker and handle._args[0].done():
                     # A sleep cancelled before its timer came due (its task has not run
                     # since): the timer wakes nobody, so it neither fires nor is recorded --
@@ -1680,6 +1699,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Close the loop; pending timers are dropped."""
         first = not self.is_closed()
         super().close()
+        self._vt_update_fast()  # no lean timers on a closed loop
         self._vt_timers.clear()
         self._vt_drives.clear()
         self._vt_scheduled_at.clear()
