@@ -464,7 +464,7 @@ def test_a_sleep_cancelled_before_its_overdue_timer_fires_is_not_counted() -> No
         loop = virtualtime.new_event_loop(autojump=False, history=history)
         seen: list[str] = []
 
-        async def sleeper() -> None:
+        async def sleeper(loop: asyncio.AbstractEventLoop = loop, seen: list[str] = seen) -> None:
             try:
                 await asyncio.sleep(2)
                 seen.append("woke")

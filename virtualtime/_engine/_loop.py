@@ -1370,8 +1370,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                         self._vt_scheduled_at.pop(entry[2], None)
                     continue
                 callback = handle._callback
-                if direct and history is None and (
-                    callback is _SLEEP_WAKER or callback is _OUR_WAKER
+                if (
+                    direct
+                    and history is None
+                    and (callback is _SLEEP_WAKER or callback is _OUR_WAKER)
                 ):
                     # The common wake-up of asyncio.sleep: resolve its future here, in timer
                     # order, saving a round trip through the ready queue (the woken task
