@@ -487,6 +487,122 @@ def test_a_sleep_cancelled_before_its_overdue_timer_fires_is_not_counted() -> No
             loop.close()
 
 
+def test_asyncio_sleeps_timer_is_a_sleep_timer_that_cancels_like_a_handle() -> None:
+    from virtualtime._engine._timers import SleepTimer
+
+    waker: Any = asyncio.futures._set_result_unless_cancelled  # type: ignore[attr-defined]
+
+    async def main() -> list[object]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        seen: list[object] = []
+        early, late = loop.create_future(), loop.create_future()
+        kept: Any = loop.call_later(2, waker, late, "late")
+        # Due at the same instant, after the live one: the round that fires that one meets
+        # this one dead behind it, instead of dropping it at the head beforehand.
+        dropped: Any = loop.call_later(2, waker, early, "early")
+        assert type(dropped) is SleepTimer
+        assert type(kept) is SleepTimer
+        assert (dropped.when(), dropped.cancelled(), repr(dropped)) == (
+            2.0,
+            False,
+            "<SleepTimer when=2.0>",
+        )
+        dropped.cancel()
+        dropped.cancel()  # once is counted, as TimerHandle.cancel() counts once
+        seen.append((dropped.cancelled(), repr(dropped), loop._vt_timers.cancelled))
+        await asyncio.sleep(5)
+        # The cancelled timer left its future alone and fired nothing; the other one fired.
+        seen.append((early.done(), await late, kept.cancelled(), loop.timers_fired))
+        kept.cancel()  # after it fired, as asyncio.sleep's finally does: nothing to count
+        seen.append((kept.cancelled(), loop._vt_timers.cancelled, len(loop._vt_heap)))
+        return seen
+
+    assert virtualtime.run(main()) == [
+        (True, "<SleepTimer cancelled when=2.0>", 1),
+        (False, "late", False, 2),  # the timer behind "late" and asyncio.sleep(5)'s own
+        (True, 0, 0),
+    ]
+
+
+def test_a_sleep_timer_whose_future_is_cancelled_is_dead_and_never_miscounted() -> None:
+    # Cancelling the future (not the timer) kills the entry without counting it: the loop
+    # drops it when it reaches the head, and a cancel() after that counts nothing either.
+    waker: Any = asyncio.futures._set_result_unless_cancelled  # type: ignore[attr-defined]
+    for peek_first in (True, False):
+        loop = virtualtime.new_event_loop(autojump=False)
+        try:
+            future = loop.create_future()
+            timer = loop.call_later(1, waker, future, None)
+            other = loop.call_later(1.5, waker, loop.create_future(), None)
+            keeper = loop.call_later(3, waker, loop.create_future(), None)
+            future.cancel()
+            other.cancel()  # a counted death, so that the loop purges dead heads
+            assert loop._vt_timers.cancelled == 1
+            if peek_first:  # peek() purges: both dead heads go, only the counted one counts
+                assert loop.peek() == 3.0
+                assert loop._vt_timers.cancelled == 0
+            loop.evolve(2)
+            assert loop.timers_fired == 0
+            assert [entry[3] for entry in loop._vt_heap] == [keeper]
+            timer.cancel()
+            assert (timer.cancelled(), loop._vt_timers.cancelled) == (True, 0)
+            assert (loop.peek(), loop._vt_timers.cancelled) == (3.0, 0)
+        finally:
+            loop.close()
+
+
+def test_cancelled_asyncio_sleeps_are_counted_and_compacted() -> None:
+    async def main() -> tuple[int, int, int, list[float]]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        woke: list[float] = []
+
+        async def nap(delay: float) -> None:
+            await asyncio.sleep(delay)
+            woke.append(loop.time())
+
+        doomed = [asyncio.create_task(asyncio.sleep(100 + i)) for i in range(600)]
+        kept = [asyncio.create_task(nap(1 + i)) for i in range(3)]
+        await asyncio.sleep(0)
+        for task in doomed:
+            task.cancel()
+        await asyncio.sleep(0)  # each cancelled sleep's finally cancels its timer: counted
+        counted = loop._vt_timers.cancelled
+        await asyncio.sleep(0)  # the next round compacts: 600 dead of 604
+        left = len(loop._vt_heap)
+        await asyncio.gather(*kept)
+        return counted, left, loop._vt_timers.cancelled, woke
+
+    counted, left, after, woke = virtualtime.run(main())
+    assert (counted, left, after) == (600, 3, 0)
+    assert woke == [1.0, 2.0, 3.0]
+
+
+def test_a_sleep_timer_made_before_debug_mode_still_wakes_its_sleeper() -> None:
+    from virtualtime._engine._timers import SleepTimer
+
+    async def main() -> list[object]:
+        loop = asyncio.get_running_loop()
+        seen: list[object] = []
+
+        async def sleeper() -> None:
+            await asyncio.sleep(2)
+            seen.append(("woke", loop.time()))
+
+        task = asyncio.create_task(sleeper())
+        await asyncio.sleep(0)
+        loop.set_debug(True)  # from now on timers are stock handles; the sleeper's is not
+        waker: Any = asyncio.futures._set_result_unless_cancelled  # type: ignore[attr-defined]
+        debug_timer: Any = loop.call_later(1, waker, loop.create_future(), 1)
+        seen.append(type(debug_timer) is SleepTimer)
+        await task
+        loop.set_debug(False)
+        return seen
+
+    assert virtualtime.run(main()) == [False, ("woke", 2.0)]
+
+
 def test_canary_weakset_keeps_its_references_in_a_set() -> None:
     # The fast path's "nothing outside" check reads WeakSet.data
     # (virtualtime._engine._outside.quiet).

@@ -316,10 +316,11 @@ def test_the_plain_round_waits_for_a_thread_that_starts_mid_run() -> None:
         assert at_job == after == 100.0
 
 
-def test_sleep_timers_share_one_context_and_every_other_timer_keeps_its_own() -> None:
+def test_a_sleep_timer_runs_in_no_context_and_every_other_timer_keeps_its_own() -> None:
     import contextvars
 
     from virtualtime._engine import _loop
+    from virtualtime._engine._timers import SleepTimer
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
     seen: list[str] = []
@@ -328,10 +329,17 @@ def test_sleep_timers_share_one_context_and_every_other_timer_keeps_its_own() ->
         loop = asyncio.get_running_loop()
         var.set("task")
         future = loop.create_future()
-        waker = loop.call_later(1, asyncio.futures._set_result_unless_cancelled, future, 5)  # type: ignore[attr-defined]
-        plain = loop.call_later(1, lambda: seen.append(var.get()))
-        assert waker._context is _loop._WAKE_CONTEXT  # type: ignore[attr-defined]
-        assert plain._context is not _loop._WAKE_CONTEXT  # type: ignore[attr-defined]
+        sets: Any = asyncio.futures._set_result_unless_cancelled  # type: ignore[attr-defined]
+        waker: Any = loop.call_later(1, sets, future, 5)
+        plain: Any = loop.call_later(1, lambda: seen.append(var.get()))
+        mine = contextvars.copy_context()
+        given: Any = loop.call_later(1, sets, loop.create_future(), 6, context=mine)
+        # asyncio.sleep's timer is a SleepTimer: a future and a value, no context to run in.
+        assert type(waker) is SleepTimer
+        assert not hasattr(waker, "_context")
+        assert (waker.when(), waker.cancelled()) == (1.0, False)
+        assert plain._context is not _loop._WAKE_CONTEXT
+        assert given._context is mine  # a context asked for: a real handle
         assert await future == 5
         await asyncio.sleep(1)
         seen.append(var.get())  # the task's own context, untouched by its sleeps

@@ -41,6 +41,9 @@ static PyObject *str_loop = NULL, *str_vt_ticks = NULL, *str_vt_heap = NULL, *st
 
 static Py_ssize_t off_callback, off_args, off_cancelled, off_context, off_loop, off_repr,
     off_source_traceback, off_when, off_scheduled;
+/* virtualtime._engine._timers.SleepTimer: asyncio.sleep's timer, its heap item and handle. */
+static PyTypeObject *sleeper_type = NULL;
+static Py_ssize_t off_s_future, off_s_queue, off_s_result, off_s_ticks;
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
@@ -70,13 +73,20 @@ slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out)
 }
 
 /* setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error,
-         wake_context) */
+         wake_context, sleep_timer_type) */
 static PyObject *
 setup(PyObject *module, PyObject *args)
 {
-    PyObject *w, *t, *s, *a, *b, *e, *c;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOOO!:setup", &PyType_Type, &w, &PyType_Type, &t,
-                          &PyType_Type, &s, &a, &b, &e, &PyContext_Type, &c)) {
+    PyObject *w, *t, *s, *a, *b, *e, *c, *z;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOO!O!:setup", &PyType_Type, &w, &PyType_Type, &t,
+                          &PyType_Type, &s, &a, &b, &e, &PyContext_Type, &c, &PyType_Type, &z)) {
+        return NULL;
+    }
+    PyTypeObject *sleeper = (PyTypeObject *)z;
+    if (slot_offset(sleeper, "_future", &off_s_future) < 0 ||
+        slot_offset(sleeper, "_queue", &off_s_queue) < 0 ||
+        slot_offset(sleeper, "_result", &off_s_result) < 0 ||
+        slot_offset(sleeper, "_ticks", &off_s_ticks) < 0) {
         return NULL;
     }
     if (!PyType_IsSubtype((PyTypeObject *)s, ((PyTypeObject *)t)->tp_base)) {
@@ -110,6 +120,7 @@ setup(PyObject *module, PyObject *args)
     Py_XSETREF(waker_b, Py_NewRef(b));
     Py_XSETREF(invalid_state, Py_NewRef(e));
     Py_XSETREF(wake_context, Py_NewRef(c));
+    Py_XSETREF(sleeper_type, (PyTypeObject *)Py_NewRef(z));
     Py_RETURN_NONE;
 }
 
@@ -496,6 +507,31 @@ fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 rc = -1;
             }
         }
+        else if (Py_IS_TYPE(item, sleeper_type)) {
+            /* asyncio.sleep's timer: no future, it was cancelled in the heap (and counted);
+               a future already done refuses the value (its sleep was cancelled). */
+            PyObject *fut = SLOT(item, off_s_future);
+            if (fut == NULL || fut == Py_None) {
+                dead++;
+            }
+            else {
+                SLOT(item, off_s_future) = Py_NewRef(Py_None); /* the reference moves to fut */
+                PyObject *value = SLOT(item, off_s_result);
+                PyObject *res = PyObject_CallMethodOneArg(fut, str_set_result,
+                                                          value != NULL ? value : Py_None);
+                Py_DECREF(fut);
+                if (res != NULL) {
+                    Py_DECREF(res);
+                    fired++;
+                }
+                else if (PyErr_ExceptionMatches(invalid_state)) {
+                    PyErr_Clear();
+                }
+                else {
+                    rc = -1;
+                }
+            }
+        }
         else if (PyObject_TypeCheck(item, timer_type)) {
             PyObject *old = SLOT(item, off_scheduled);
             SLOT(item, off_scheduled) = Py_NewRef(Py_False);
@@ -778,6 +814,7 @@ typedef struct {
     PyObject *timer; /* the lean timer type */
     PyObject *heap;
     PyObject *next_seq;
+    PyObject *queue; /* the loop's TimerQueue: a SleepTimer counts its cancellation there */
     PyObject *fallback;
     int history;     /* the loop keeps a history: always the fallback */
     vectorcallfunc vectorcall;
@@ -859,6 +896,20 @@ later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObj
         ticks = Py_NewRef(now);
     }
     PyObject *when = NULL, *cargs = NULL, *handle = NULL, *seq = NULL, *entry = NULL, *ctx = NULL;
+    if ((context == NULL || context == Py_None) && nargs == 4 &&
+        (args[1] == waker_a || args[1] == waker_b)) {
+        /* asyncio.sleep's timer, as in call_later: a SleepTimer, the entry's item and the
+           handle at once. */
+        handle = sleeper_type->tp_alloc(sleeper_type, 0);
+        if (handle == NULL) {
+            goto error;
+        }
+        SLOT(handle, off_s_future) = Py_NewRef(args[2]);
+        SLOT(handle, off_s_result) = Py_NewRef(args[3]);
+        SLOT(handle, off_s_queue) = Py_NewRef(self->queue);
+        SLOT(handle, off_s_ticks) = Py_NewRef(ticks);
+        goto push_it;
+    }
     when = PyNumber_TrueDivide(ticks, ticks_per_second); /* exactly as in Python: int / int */
     if (when == NULL) {
         goto error;
@@ -899,6 +950,7 @@ later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObj
     SLOT(handle, off_when) = when;
     when = NULL;
     SLOT(handle, off_scheduled) = Py_NewRef(Py_True);
+push_it:
     seq = PyObject_CallNoArgs(self->next_seq);
     if (seq == NULL) {
         goto error;
@@ -956,7 +1008,8 @@ later_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *heap = PyObject_GetAttr(loop, str_vt_heap);
     PyObject *next_seq = heap == NULL ? NULL : PyObject_GetAttr(loop, str_vt_seq);
     PyObject *history = next_seq == NULL ? NULL : PyObject_GetAttr(loop, str_vt_history);
-    PyObject *dict = history == NULL ? NULL : PyObject_GenericGetDict(loop, NULL);
+    PyObject *queue = history == NULL ? NULL : PyObject_GetAttrString(loop, "_vt_timers");
+    PyObject *dict = queue == NULL ? NULL : PyObject_GenericGetDict(loop, NULL);
     if (dict == NULL || !PyList_CheckExact(heap)) {
         if (dict != NULL) {
             PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the loop's heap is not a list");
@@ -964,6 +1017,7 @@ later_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_XDECREF(heap);
         Py_XDECREF(next_seq);
         Py_XDECREF(history);
+        Py_XDECREF(queue);
         Py_XDECREF(dict);
         return NULL;
     }
@@ -972,9 +1026,11 @@ later_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_DECREF(heap);
         Py_DECREF(next_seq);
         Py_DECREF(history);
+        Py_DECREF(queue);
         Py_DECREF(dict);
         return NULL;
     }
+    self->queue = queue;
     self->history = history != Py_None;
     Py_DECREF(history);
     self->loop = Py_NewRef(loop);
@@ -995,6 +1051,7 @@ later_traverse(LaterCaller *self, visitproc visit, void *arg)
     Py_VISIT(self->timer);
     Py_VISIT(self->heap);
     Py_VISIT(self->next_seq);
+    Py_VISIT(self->queue);
     Py_VISIT(self->fallback);
     return 0;
 }
@@ -1007,6 +1064,7 @@ later_clear(LaterCaller *self)
     Py_CLEAR(self->timer);
     Py_CLEAR(self->heap);
     Py_CLEAR(self->next_seq);
+    Py_CLEAR(self->queue);
     Py_CLEAR(self->fallback);
     return 0;
 }

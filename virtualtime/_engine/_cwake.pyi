@@ -12,6 +12,7 @@ def setup(
     waker_b: Callable[..., object],
     invalid_state_error: type[BaseException],
     wake_context: contextvars.Context,
+    sleep_timer_type: type,
     /,
 ) -> None: ...
 def push_after(

@@ -111,7 +111,7 @@ from .._shared._time import (
     to_ticks,
 )
 from ._outside import CountingSelector, OutsideWork, thread_table_size
-from ._timers import NEVER, WAITER, TimerQueue
+from ._timers import NEVER, WAITER, SleepTimer, TimerQueue
 
 __all__ = [
     "HistoryRecord",
@@ -159,6 +159,7 @@ _InvalidStateError: Final = asyncio.InvalidStateError
 _new_handle: Final = object.__new__
 _copy_context: Final = contextvars.copy_context
 _WAITER: Final = WAITER
+_SLEEP_TIMER: Final = SleepTimer
 _Future: Final = asyncio.Future
 _THIS_FILE: Final = __file__
 
@@ -421,7 +422,13 @@ def _load_core() -> Any:
         # asyncio-private: the core reads and writes Handle/TimerHandle slots directly (the
         # fields _Timer and _Soon set); setup() checks each is a plain slot first.
         _cwake.setup(
-            WAITER, asyncio.TimerHandle, _Soon, *_WAKERS, asyncio.InvalidStateError, _WAKE_CONTEXT
+            WAITER,
+            asyncio.TimerHandle,
+            _Soon,
+            *_WAKERS,
+            asyncio.InvalidStateError,
+            _WAKE_CONTEXT,
+            SleepTimer,
         )
     except (TypeError, AttributeError):  # pragma: no cover - a future CPython's layout
         return None
@@ -934,13 +941,21 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if delay > 0:
             step = round(delay * TICKS_PER_SECOND)
             ticks += step if step > 0 else 1
+        if callback is _SLEEP_WAKER or callback is _OUR_WAKER:
+            if context is None and len(args) == 2:
+                # asyncio.sleep's timer: a SleepTimer, which is the heap entry's item and the
+                # handle at once (the future and the value, nothing else; see _timers.py).
+                sleeper = _new_handle(_SLEEP_TIMER)
+                sleeper._future, sleeper._result = args
+                sleeper._queue = self._vt_timers
+                sleeper._ticks = ticks
+                _heappush(self._vt_heap, (ticks, 0, self._vt_seq(), sleeper))
+                return sleeper  # type: ignore[return-value]  # a TimerHandle in all but name
+            if context is None:
+                context = _WAKE_CONTEXT
+        elif context is None:
+            context = _copy_context()
         # _Timer.__init__, inlined: a Python frame less on every asyncio.sleep().
-        if context is None:
-            context = (
-                _WAKE_CONTEXT
-                if callback is _SLEEP_WAKER or callback is _OUR_WAKER
-                else _copy_context()
-            )
         handle = _new_handle(_Timer)
         handle._context = context
         handle._loop = self
@@ -1362,6 +1377,21 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     fired += 1
                     if history is not None:
                         self._vt_record(entry)
+                    continue
+                if type(handle) is _SLEEP_TIMER:
+                    # asyncio.sleep's timer (call_later): resolve its future here, in timer
+                    # order.  No future: it was cancelled in the heap (and counted); a
+                    # future already done (its sleep was cancelled) refuses the value.
+                    future = handle._future
+                    if future is None:
+                        timers.cancelled -= 1
+                        continue
+                    handle._future = None
+                    try:
+                        future.set_result(handle._result)
+                    except _InvalidStateError:
+                        continue
+                    fired += 1
                     continue
                 handle._scheduled = False
                 if handle._cancelled:

@@ -6,16 +6,24 @@ total order of entries -- ``(tick, priority, seq)``: earlier instant first, then
 priority, then first pushed first -- and which entries were cancelled.  It can be unit-tested
 with plain objects and no event loop.
 
-An entry's *item* is one of two things.  A *handle*: anything with a boolean ``_cancelled``
-attribute and a writable ``_scheduled`` attribute (asyncio's ``TimerHandle`` has both:
-``_scheduled`` tells a cancelled handle whether it still sits in a heap, which is how
-cancellations are counted).  Or a *waiter*: an :class:`asyncio.Future` of the exact stock type
-(what ``loop.create_future()`` returns), which the entry resolves when it fires -- the native
-sleep's entry, with no handle at all -- and which is dead once it is done (cancelled, or
-resolved early by its owner).  Whoever kills a waiter calls :meth:`note_cancelled`, as
-``TimerHandle.cancel()`` does for a handle.  A dead item stays in the heap until it reaches
-the head or until dead entries are a quarter of the heap, when :meth:`compact` rebuilds it
-without them -- the same bargain stock asyncio makes, so that cancelling a timer is O(1).
+An entry's *item* is one of three things.
+
+* A *handle*: anything with a boolean ``_cancelled`` attribute and a writable ``_scheduled``
+  attribute (asyncio's ``TimerHandle`` has both: ``_scheduled`` tells a cancelled handle
+  whether it still sits in a heap, which is how cancellations are counted).
+* A *waiter*: an :class:`asyncio.Future` of the exact stock type (what
+  ``loop.create_future()`` returns), which the entry resolves when it fires -- the native
+  sleep's entry, with no handle at all -- and which is dead once it is done (cancelled, or
+  resolved early by its owner).  Whoever kills a waiter calls :meth:`TimerQueue.note_cancelled`,
+  as ``TimerHandle.cancel()`` does for a handle.
+* A :class:`SleepTimer`: the timer of an ``asyncio.sleep``, which resolves one future with one
+  value and is at once the entry's item and the handle ``call_later`` returns.  It is dead
+  once cancelled (counted, by its :meth:`~SleepTimer.cancel`) or once its future is done (not
+  counted: found when the entry reaches the head, or by :meth:`TimerQueue.compact`).
+
+A dead item stays in the heap until it reaches the head or until dead entries are a quarter of
+the heap, when :meth:`TimerQueue.compact` rebuilds it without them -- the same bargain stock
+asyncio makes, so that cancelling a timer is O(1).
 
 The loop reads :attr:`heap` directly on its hottest path (``heap[0][0]`` is the next tick),
 and pops due entries with :func:`heapq.heappop`; everything that changes the heap's shape
@@ -30,9 +38,9 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol
 
-from .._shared._time import NEVER
+from .._shared._time import NEVER, TICKS_PER_SECOND
 
-__all__ = ["NEVER", "WAITER", "Entry", "TimerQueue", "is_dead"]
+__all__ = ["NEVER", "WAITER", "Entry", "SleepTimer", "TimerQueue", "is_dead"]
 
 
 COMPACT_MIN: Final = 256
@@ -47,11 +55,79 @@ class _Item(Protocol):
     _cancelled: bool
 
 
+_CANCELLED: Final = object()  # a SleepTimer's result once it is cancelled
+
+
+class SleepTimer:
+    """The timer of one ``asyncio.sleep``: it resolves ``future`` with ``result`` when due.
+
+    What the virtual loop's ``call_later(delay, callback, future, result)`` returns when
+    ``callback`` is asyncio's ``futures._set_result_unless_cancelled`` (the call
+    ``asyncio.sleep`` makes) or virtualtime's ``set_result_unless_cancelled``, outside debug
+    mode and without history -- in place of a ``TimerHandle``, which would carry a callback,
+    an argument tuple, a context and seven more fields for a timer that only ever resolves
+    one future.  It is the heap entry's item too, so a pending ``asyncio.sleep`` costs about
+    a hundred bytes less, and the loop resolves the future straight from the heap.
+
+    It answers what ``asyncio.sleep`` and careful callers ask of a timer: :meth:`cancel`,
+    :meth:`cancelled`, :meth:`when`.  It is not a ``TimerHandle`` (``isinstance`` says so);
+    a caller that needs one passes ``context=`` or another callback.  The loop sets the
+    fields directly; nothing else should make one.
+    """
+
+    __slots__ = ("_future", "_queue", "_result", "_ticks")
+    _future: asyncio.Future[Any] | None
+    """The future to resolve; None once the timer fired, was cancelled or left the heap."""
+    _queue: TimerQueue
+    _result: Any
+    _ticks: int
+    """The tick it is due at (the entry's own int: no float is made unless asked for)."""
+
+    def cancel(self) -> None:
+        """Cancel the timer: its future is left alone (as ``TimerHandle.cancel()`` leaves it)."""
+        if self._future is not None:  # still in the heap: its entry is dead from now on
+            self._future = None
+            self._queue.cancelled += 1
+        self._result = _CANCELLED
+
+    def cancelled(self) -> bool:
+        """Was :meth:`cancel` called?"""
+        return self._result is _CANCELLED
+
+    def when(self) -> float:
+        """The virtual time the timer is (or was) due at, in seconds."""
+        return self._ticks / TICKS_PER_SECOND
+
+    def __repr__(self) -> str:
+        state = " cancelled" if self.cancelled() else ""
+        return f"<SleepTimer{state} when={self.when()!r}>"
+
+
 def is_dead(item: Any) -> bool:
-    """Is this entry's item cancelled (a handle) or done (a waiter)?"""
+    """Is this entry's item cancelled (a handle, a sleep timer) or done (a waiter, a sleep
+    timer's future)?"""
     if type(item) is WAITER:
         return bool(item.done())
+    if type(item) is SleepTimer:
+        future = item._future
+        return future is None or bool(future.done())
     return bool(item._cancelled)
+
+
+_FLAGLESS: Final = (WAITER, SleepTimer)  # the items with no _scheduled flag
+
+
+def _leave(item: Any) -> bool:
+    """``item``'s entry leaves the heap: mark it so and say whether its death was counted."""
+    kind = type(item)
+    if kind is WAITER:
+        return True  # whoever killed it counted it (a live one is never discarded)
+    if kind is SleepTimer:
+        counted = item._future is None  # cancelled in the heap; else its future is done
+        item._future = None  # a cancel() from now on counts nothing
+        return counted
+    item._scheduled = False
+    return True
 
 
 Entry = tuple[int, int, int, Any]
@@ -111,8 +187,7 @@ class TimerQueue:
         for entry in self.heap:
             item = entry[3]
             if is_dead(item):
-                if type(item) is not WAITER:
-                    item._scheduled = False
+                _leave(item)
                 if self.on_discard is not None:
                     self.on_discard(entry[2])
             else:
@@ -122,9 +197,8 @@ class TimerQueue:
         self.cancelled = 0
 
     def _discard(self, entry: Entry) -> None:
-        if type(entry[3]) is not WAITER:
-            entry[3]._scheduled = False
-        self.cancelled -= 1
+        if _leave(entry[3]):
+            self.cancelled -= 1
         if self.on_discard is not None:
             self.on_discard(entry[2])
 
@@ -148,7 +222,7 @@ class TimerQueue:
             if is_dead(entry[3]):
                 self._discard(entry)
                 continue
-            if type(entry[3]) is not WAITER:
+            if type(entry[3]) not in _FLAGLESS:
                 entry[3]._scheduled = False
             yield entry
 

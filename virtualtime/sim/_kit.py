@@ -899,7 +899,7 @@ class _SleepSlots(_Abandonable):
 
     __slots__ = ("_delay", "_undo")
     _delay: float
-    _undo: Any  # what _begin armed: a timer handle or a native future
+    _undo: Any  # what _begin armed: call_later's timer or a native future
 
 
 # With the compiled core, a sleep's base is its compiled twin (KitSleep in
@@ -921,10 +921,10 @@ class _Sleep(_SleepBase, _Abandonable):
         if undo is None:
             return
         self._undo = None
-        if isinstance(undo, asyncio.TimerHandle):
-            undo.cancel()
-        else:
+        if isinstance(undo, asyncio.Future):
             _drop_native(undo)
+        else:  # the timer call_later returned (a TimerHandle, or the loop's SleepTimer)
+            undo.cancel()
 
     def _begin(self) -> Waiter:
         env = _current("sim.sleep()")
