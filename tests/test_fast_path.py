@@ -386,11 +386,18 @@ def test_lean_call_soon_handles_run_in_order_with_their_context() -> None:
         assert isinstance(cancelled, asyncio.Handle)
         cancelled.cancel()
         assert cancelled.cancelled()
+        loop.call_soon(seen.append, "3:one argument")
+        loop.call_soon(lambda *args: seen.append(f"4:{args}"), "a", "b")
         loop.call_soon(done.set_result, None)
         await done
         return seen
 
-    assert virtualtime.run(main()) == ["1:mine", "2:theirs"]
+    assert virtualtime.run(main()) == [
+        "1:mine",
+        "2:theirs",
+        "3:one argument",
+        "4:('a', 'b')",
+    ]
 
 
 def test_a_failing_lean_callback_is_reported_like_a_stock_one() -> None:

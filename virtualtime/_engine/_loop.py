@@ -1465,8 +1465,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if type(todo) is _Soon:
                 # Handle._run, inlined for the loop's own lean handles (a frame saved on
                 # every wake-up); a failure is reported exactly as Handle._run reports it.
+                args = todo._args
                 try:
-                    todo._context.run(todo._callback, *todo._args)
+                    if len(args) == 1:
+                        # A future's callback: every task wake-up.  A call with *args
+                        # builds a new argument list and tuple each time; this builds none
+                        # (about 3 % of a pure-Python wake-up).
+                        todo._context.run(todo._callback, args[0])
+                    else:
+                        todo._context.run(todo._callback, *args)
                 except (SystemExit, KeyboardInterrupt):
                     raise
                 except BaseException as exc:
