@@ -817,8 +817,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if cls.get_debug is _base_events.BaseEventLoop.get_debug:
             if _core is not None:  # the compiled twin: reads the flag from the loop's __dict__
                 self.get_debug = _core.DictFlag(self.__dict__, "_debug")  # type: ignore[method-assign]
-            else:
-                self.get_debug = functools.partial(getattr, self, "_debug")  # type: ignore[method-assign]
+            else:  # the same read in pure Python: the dict's own lookup, no attribute search
+                self.get_debug = functools.partial(self.__dict__.__getitem__, "_debug")  # type: ignore[method-assign]
         if cls.create_future is _base_events.BaseEventLoop.create_future:
             self.create_future = functools.partial(_Future, loop=self)  # type: ignore[method-assign]
         if _core is not None and cls.call_later is VirtualEventLoop.call_later:
