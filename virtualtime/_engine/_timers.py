@@ -67,7 +67,8 @@ class SleepTimer:
     mode and without history -- in place of a ``TimerHandle``, which would carry a callback,
     an argument tuple, a context and seven more fields for a timer that only ever resolves
     one future.  It is the heap entry's item too, so a pending ``asyncio.sleep`` costs about
-    a hundred bytes less, and the loop resolves the future straight from the heap.
+    140 bytes less (less than on stock asyncio), and the loop resolves the future straight
+    from the heap.
 
     It answers what ``asyncio.sleep`` and careful callers ask of a timer: :meth:`cancel`,
     :meth:`cancelled`, :meth:`when`.  It is not a ``TimerHandle`` (``isinstance`` says so);
