@@ -806,8 +806,8 @@ static PyTypeObject SoonCaller_Type = {
    1e18 -- it does what the inline path of VirtualEventLoop.call_later does: a lean timer
    (virtualtime._engine._loop._Timer, its fields set as _Timer.__init__ sets them) pushed as
    (ticks, 0, seq, timer) into the loop's heap -- or, for asyncio.sleep's callback with no
-   context, a SleepTimer (virtualtime._engine._timers) in the timer's place.  Anything else goes to ``fallback`` (the
-   pure-Python method) with the same arguments. */
+   context, a SleepTimer (virtualtime._engine._timers) in the timer's place.  Anything else
+   goes to ``fallback`` (the pure-Python method) with the same arguments. */
 typedef struct {
     PyObject_HEAD
     PyObject *loop;

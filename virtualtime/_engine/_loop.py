@@ -953,7 +953,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 sleeper._queue = self._vt_timers
                 sleeper._ticks = ticks
                 _heappush(self._vt_heap, (ticks, 0, self._vt_seq(), sleeper))
-                return sleeper  # type: ignore[return-value]  # a TimerHandle in all but name
+                return sleeper  # type: ignore[return-value]  # what a sleep asks of a handle
             if context is None:
                 context = _WAKE_CONTEXT
         elif context is None:
