@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
+from virtualtime._engine import _loop as _loop_module
 from virtualtime._engine._loop import VirtualEventLoop, set_result_unless_cancelled
 
 Sleep = Callable[..., Awaitable[None]]
@@ -449,6 +450,43 @@ def test_get_debug_and_create_future_follow_the_loop() -> None:
         loop.close()
     del loop
     gc.collect()
+
+
+def test_a_subclass_call_soon_still_schedules_every_future_callback() -> None:
+    # The loop binds its own call_soon once per instance (C futures look it up on every
+    # wake-up); a subclass's override must not be shadowed by that, on either path.
+    scheduled: list[object] = []
+
+    class Counting(virtualtime.VirtualEventLoop):
+        def call_soon(  # type: ignore[override]
+            self, callback: Any, *args: Any, context: Any = None
+        ) -> asyncio.Handle:
+            scheduled.append(callback)
+            return super().call_soon(callback, *args, context=context)
+
+    async def main() -> float:
+        await asyncio.sleep(1)
+        await virtualtime.sleep(2)
+        return asyncio.get_running_loop().time()
+
+    loop = Counting()
+    try:
+        assert loop.run_until_complete(main()) == 3.0
+    finally:
+        loop.close()
+    # Both sleeps' futures woke the task through the override (and the task's first step).
+    assert len(scheduled) >= 3
+    plain = virtualtime.new_event_loop()
+    try:
+        bound: Any = plain.__dict__.get("call_soon")
+        if _loop_module.COMPILED:  # the compiled caller, which calls the method when unusual
+            assert type(bound).__name__ == "SoonCaller"
+        else:  # the method itself, bound once
+            assert bound.__func__ is VirtualEventLoop.call_soon
+            assert bound.__self__ is plain
+        assert plain.run_until_complete(main()) == 3.0
+    finally:
+        plain.close()
 
 
 def test_call_soon_on_a_closed_loop_refuses_as_stock() -> None:
