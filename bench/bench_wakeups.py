@@ -10,10 +10,11 @@ Run by hand (never by CI or pytest), from the project root::
 How it measures
 ---------------
 K tasks (default 1000) each sleep M times for seeded random whole-millisecond durations
-(``--grid-us`` changes the grid), so
-N = K x M wake-ups.  Every measurement runs in a fresh child process (this file, re-run with
-``--child``), so no system inherits another's heap, caches or garbage.  Systems are
-interleaved round-robin (the order rotates every round), each (system, N) is measured
+(``--grid-us`` changes the grid), so N = K x M wake-ups.  Every measurement runs in a fresh
+child process (this file, re-run with ``--child``), so no system inherits another's heap,
+caches or garbage; the child runs its system once on a tiny workload before the timed run,
+so first-run imports are not timed.  Systems are interleaved round-robin (the order rotates
+every round), each (system, N) is measured
 ``--repeats`` times (default 3) and the median is reported as microseconds per wake-up, with
 ratios against SimPy and against virtualtime's ``asyncio.sleep`` row.  Each row also checks
 the final clock value against the exact end time computed in integer nanoseconds.
@@ -595,7 +596,8 @@ def header(args: argparse.Namespace, argv: Sequence[str]) -> list[str]:
         f"- command: `{cmd}`",
         f"- K = {args.tasks} tasks, durations: multiples of the grid up to"
         f" {_systems.MAX_US // 1000} ms (seed {args.seed}),"
-        f" median of {args.repeats}, each measurement in a fresh process, rows interleaved",
+        f" median of {args.repeats}, each measurement in a fresh process after an untimed"
+        " warm-up run (2 tasks x 2 sleeps), rows interleaved",
         '- µs / wake-up is CPU time (`time.process_time`); wall µs is also shown; "(pure'
         ' Python)" rows run with `VIRTUALTIME_PURE_PYTHON=1`; final time is checked against'
         " the exact end computed in integers",
