@@ -14,10 +14,10 @@ K tasks (default 1000) each sleep M times for seeded random whole-millisecond du
 child process (this file, re-run with ``--child``), so no system inherits another's heap,
 caches or garbage; the child runs its system once on a tiny workload before the timed run,
 so first-run imports are not timed.  Systems are interleaved round-robin (the order rotates
-every round), each (system, N) is measured
-``--repeats`` times (default 3) and the median is reported as microseconds per wake-up, with
-ratios against SimPy and against virtualtime's ``asyncio.sleep`` row.  Each row also checks
-the final clock value against the exact end time computed in integer nanoseconds.
+every round), each (system, N) is measured ``--repeats`` times (default 3) and the median is
+reported as microseconds per wake-up, with ratios against SimPy and against virtualtime's
+``asyncio.sleep`` row.  Each row also checks the final clock value against the exact end time
+computed in integer nanoseconds.
 
 A child that takes longer than ``--timeout`` seconds (default 60) is stopped and that system
 is re-measured at N/10 (noted in the table), so one slow system cannot stall the run.  A

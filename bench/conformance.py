@@ -662,6 +662,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert args.event_fd is not None
         return child_main(args.child, args.mode, args.event_fd, options)
 
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started with SIGINT ignored (`cmd &` in a script): every child would inherit that,
+        # and test_runners' Ctrl-C tests would time out on both loops.  Python's handler
+        # here gives each child the default a terminal gives.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, str(PROJECT_ROOT))
     import virtualtime
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol, TypeVar
 
@@ -11,6 +12,15 @@ import pytest
 import virtualtime
 
 T = TypeVar("T")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started with SIGINT ignored (`cmd &` in a non-interactive shell, nohup) hands
+    # that to every child it starts, and no Ctrl-C can reach one; the Ctrl-C tests need the
+    # disposition a terminal gives.  Python's own handler here means each child starts with
+    # the default, as it would from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Runner(Protocol):
