@@ -60,6 +60,17 @@ TARGET_N: Final = 100_000
 BIG_N: Final = 1_000_000
 FLAT_TOLERANCE: Final = 1.25
 """Per-wake-up cost at 1e6 may be at most this many times the cost at 1e5 to count as flat."""
+RATIO_TARGETS: Final = {
+    "`asyncio.sleep`, pure Python": ("virtualtime-pure", 3.0),
+    "`asyncio.sleep`, compiled core": ("virtualtime", 3.0),
+    "`virtualtime.sleep`, pure Python": ("virtualtime-sleep-pure", 2.5),
+    "`virtualtime.sleep`, compiled core": ("virtualtime-sleep", 1.5),
+    "`anyio.sleep`, pure Python": ("anyio-pure", 4.0),
+    "`anyio.sleep`, compiled core": ("anyio", 4.0),
+}
+"""Issue 18: at most this many times SimPy's cost per wake-up at N = 1e5, by row."""
+NOISE_LIMIT: Final = 0.15
+"""A row whose measurements spread more than this (max - min over the median) marks a noisy run."""
 MEMORY_TARGET_KIB: Final = {"virtualtime-sleep": 1.2, "virtualtime": 1.45}
 """Issue 18: KiB per pending sleeper (a user coroutine around each sleep), by row."""
 DEFAULT_BIG: Final = (
@@ -475,6 +486,21 @@ def targets(cells: dict[int, list[Cell]], memory: dict[str, float]) -> list[str]
     if TARGET_N not in cells or simpy is None:
         return [*lines, "N = 1e5 (with SimPy) was not measured in this run.", ""]
 
+    judged = {SIMPY_KEY, *(key for key, _ in RATIO_TARGETS.values())}
+    spreads = [
+        ((max(c.per_wakeup_us) - min(c.per_wakeup_us)) / c.median, c.system.label)
+        for c in cells[TARGET_N]
+        if c.median and len(c.per_wakeup_us) > 1 and c.system.key in judged
+    ]
+    if spreads and max(spreads)[0] > NOISE_LIMIT:
+        worst, label = max(spreads)
+        lines += [
+            f"- ⚠ a noisy run: the measurements of {label} spread {worst:.0%} (max - min over"
+            f" the median; on a quiet machine every row stays under {NOISE_LIMIT:.0%}), so a"
+            " ratio below can be off by about that much: re-run on a quieter machine.",
+            "",
+        ]
+
     def ratio(label: str, key: str, limit: float) -> None:
         value = _median(cells, TARGET_N, key)
         if value is None:
@@ -483,12 +509,8 @@ def targets(cells: dict[int, list[Cell]], memory: dict[str, float]) -> list[str]
         r = value / simpy
         lines.append(f"- {label} ≤ {limit}x SimPy: {r:.2f}x → {verdict(r <= limit)}")
 
-    ratio("`asyncio.sleep`, pure Python", "virtualtime-pure", 3.0)
-    ratio("`asyncio.sleep`, compiled core", VT_KEY, 3.0)
-    ratio("`virtualtime.sleep`, pure Python", "virtualtime-sleep-pure", 2.5)
-    ratio("`virtualtime.sleep`, compiled core", "virtualtime-sleep", 1.5)
-    ratio("`anyio.sleep`, pure Python", "anyio-pure", 4.0)
-    ratio("`anyio.sleep`, compiled core", "anyio", 4.0)
+    for label, (key, limit) in RATIO_TARGETS.items():
+        ratio(label, key, limit)
     for key in ("virtualtime-pure", "virtualtime-sleep-pure", VT_KEY, "virtualtime-sleep"):
         values = [_median(cells, n, key) for n in (SMALL_N, TARGET_N, BIG_N)]
         if None in values:
