@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import aiohttp.web
@@ -257,7 +258,10 @@ def test_a_subscribed_pubsub_channel_does_not_hold_time(redis_port: int) -> None
             return message["data"], now()
         finally:
             assert confirmation is not None
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            # redis < 8.2 leaves PubSub.aclose unannotated, 8.2 annotates it: called through
+            # Any, the check passes on both.
+            closer: Any = pubsub
+            await closer.aclose()
             await client.aclose()
 
     t0 = time.perf_counter()
