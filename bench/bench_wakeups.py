@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         choices=sorted(_systems.SCENARIOS),
         default=sorted(_systems.SCENARIOS),
-        help="scenario tables to add at N = 1e5 on the first grid (default: all; none: none)",
+        help="scenario tables to add at N = 1e5 on the first grid (default: all; the flag with"
+        " no names: none)",
     )
     parser.add_argument(
         "--timeout",
