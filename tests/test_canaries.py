@@ -308,29 +308,65 @@ def test_canary_blocked_result_and_work_item_frames_are_where_the_model_looks() 
 
 
 def test_canary_threading_keeps_its_running_threads_in_a_table() -> None:
-    # _outside.py, _thread_table_size: threads are counted through threading._active.
-    from virtualtime._engine._outside import _thread_table_size
+    # _shared/_threads.py, thread_table_size: threads are counted through threading._active.
+    from virtualtime._shared._threads import thread_table_size
 
     limbo = len(threading._limbo)  # type: ignore[attr-defined]
-    assert _thread_table_size() == threading.active_count() - limbo, changed(
-        "threading._active", "virtualtime/_engine/_outside.py (_thread_table_size)"
+    assert thread_table_size() == threading.active_count() - limbo, changed(
+        "threading._active", "virtualtime/_shared/_threads.py (thread_table_size)"
     )
 
 
 def test_canary_a_pool_worker_thread_is_known_by_its_target() -> None:
-    # _outside.py, _worker_threads: a thread pool's worker runs a function named _worker
-    # (Thread._target), and only such threads (and anyio's) are inspected for jobs.
-    from virtualtime._engine._outside import _worker_threads
+    # _shared/_threads.py, worker_threads: a thread pool's worker runs a function named
+    # _worker (Thread._target), and only such threads (and anyio's) are inspected for jobs.
+    from virtualtime._shared._threads import worker_threads
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(lambda: None).result()
         workers = [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")]
         assert workers, "no pool thread seen"
-        assert all(t in _worker_threads() for t in workers), changed(
+        assert all(t in worker_threads() for t in workers), changed(
             "Thread._target of concurrent.futures workers (no longer a function named _worker)",
-            "virtualtime/_engine/_outside.py (_worker_threads)",
+            "virtualtime/_shared/_threads.py (worker_threads)",
         )
-    assert threading.main_thread() not in _worker_threads()
+    assert threading.main_thread() not in worker_threads()
+
+
+def test_canary_the_threads_other_rules_cover_are_known_by_their_targets() -> None:
+    # _shared/_threads.py, NewThreads: asyncio's waitpid threads and trio's cached workers are
+    # not "new threads" (children and to_thread jobs cover them); they are known by the
+    # __qualname__ of their target.
+    import asyncio.unix_events
+
+    import trio
+
+    from virtualtime._shared._threads import _COVERED_TARGETS
+
+    watchers = [
+        getattr(asyncio.unix_events, name)
+        for name in ("ThreadedChildWatcher", "_ThreadedChildWatcher")
+        if hasattr(asyncio.unix_events, name)
+    ]
+    assert watchers, changed(
+        "asyncio.unix_events.ThreadedChildWatcher", "virtualtime/_shared/_threads.py"
+    )
+    for watcher in watchers:
+        assert watcher._do_waitpid.__qualname__ in _COVERED_TARGETS, changed(
+            f"{watcher.__name__}._do_waitpid", "virtualtime/_shared/_threads.py (_COVERED_TARGETS)"
+        )
+
+    def target_of_this_thread() -> str:
+        target = getattr(threading.current_thread(), "_target", None)
+        return str(getattr(target, "__qualname__", ""))
+
+    async def main() -> str:
+        return await trio.to_thread.run_sync(target_of_this_thread)
+
+    assert trio.run(main) in _COVERED_TARGETS, changed(
+        "trio's thread cache (WorkerThread._work)",
+        "virtualtime/_shared/_threads.py (_COVERED_TARGETS)",
+    )
 
 
 # ------------------------------------------------------------------ transports, subprocesses

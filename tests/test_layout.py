@@ -12,8 +12,9 @@ cycle; they only let annotations name another part's types.
 
 The rule in words (lower parts never import higher ones):
 
-* ``shared`` -- time arithmetic (ticks), durations for people, the error family, the version.
-  Imports nothing of ours: everything may use it.
+* ``shared`` -- time arithmetic (ticks), durations for people, the error family, the version,
+  the process's other threads (for both backends' outside work).  Imports nothing of ours:
+  everything may use it.
 * ``clocks`` -- the clocks outside the loop (``patch_time``: ``time.monotonic()``,
   ``time.time()``, ``datetime.now()``; the in-place C hooks).  Serves the asyncio engine and
   trio alike, so it imports neither.

@@ -566,6 +566,94 @@ def test_thousands_of_thread_answers_never_lose_to_a_timeout() -> None:
     assert virtualtime.run(main()) == (0, 0.0)
 
 
+def _blocking_client(port: int, payload: bytes) -> bytes:
+    """A client as a test writes one in a plain thread: blocking socket calls, no loop."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(payload)
+        return sock.recv(64)
+
+
+def test_a_client_in_a_new_plain_thread_is_never_overtaken_by_a_timeout() -> None:
+    # CPython's test_ssl does this (test_start_tls_server_1): a plain threading.Thread
+    # connects to the loop's server while the loop waits under a timeout.  A listening socket
+    # is not outside work, so until the connect lands nothing holds time, and the loop used to
+    # jump to the timeout first (most runs, without any load on the machine).
+    async def main() -> tuple[list[float], list[bytes]]:
+        got: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            got.put_nowait(await reader.readexactly(5))
+            writer.write(b"thanks")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        arrivals: list[float] = []
+        replies: list[bytes] = []
+        async with server:
+            for _ in range(200):
+                client = threading.Thread(
+                    target=lambda: replies.append(_blocking_client(port, b"hello"))
+                )
+                client.start()
+                async with asyncio.timeout(5):
+                    assert await got.get() == b"hello"
+                arrivals.append(now())
+                await asyncio.to_thread(client.join)
+        return arrivals, replies
+
+    arrivals, replies = virtualtime.run(main())
+    assert arrivals == [0.0] * 200
+    assert replies == [b"thanks"] * 200
+
+
+def test_a_new_thread_that_never_speaks_holds_time_only_for_the_grace() -> None:
+    from virtualtime._engine._outside import POKE_GRACE
+
+    release = threading.Event()
+
+    async def main() -> tuple[float, float]:
+        quiet = threading.Thread(target=release.wait)
+        quiet.start()
+        try:
+            real = time.monotonic()
+            await asyncio.sleep(3600)
+            return now(), time.monotonic() - real
+        finally:
+            release.set()
+            quiet.join()
+
+    virtual, real = virtualtime.run(main())
+    assert virtual == 3600.0  # the timer still fires at its instant
+    assert real >= POKE_GRACE * 0.9  # time stood still while the thread was new
+
+
+def test_only_threads_the_other_rules_do_not_cover_count_as_new() -> None:
+    release = threading.Event()
+    old = threading.Thread(target=release.wait)
+    old.start()  # before the loop: known from the start
+    try:
+
+        async def main() -> list[bool]:
+            world = asyncio.get_running_loop()._vt_world  # type: ignore[attr-defined]
+            seen = [world.thread_started()]  # the thread from before the loop: not new
+            await asyncio.to_thread(abs, -1)  # a pool worker starts: jobs cover it
+            seen.append(world.thread_started())
+            fresh = threading.Thread(target=release.wait)
+            fresh.start()
+            seen.append(world.thread_started())  # a plain thread: new
+            seen.append(world.thread_started())  # and only once
+            release.set()
+            fresh.join()
+            return seen
+
+        assert virtualtime.run(main()) == [False, False, True, False]
+    finally:
+        release.set()
+        old.join()
+
+
 def test_run_in_executor_does_not_import_multiprocessing_on_the_loop_thread() -> None:
     code = (
         "import asyncio, sys, virtualtime\n"

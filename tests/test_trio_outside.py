@@ -320,6 +320,63 @@ def test_worker_threads_never_lose_to_a_virtual_timeout_under_timer_pressure() -
     assert when < 5.0
 
 
+def _blocking_client(port: int, replies: list[bytes]) -> None:
+    """A client as a test writes one in a plain thread: blocking socket calls, no trio."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"hello")
+        replies.append(sock.recv(64))
+
+
+def test_a_client_in_a_new_plain_thread_is_never_overtaken_by_a_timeout() -> None:
+    # The server waits in accept() on a listening socket (not outside work) under fail_after:
+    # until the new thread's connect lands nothing else holds time, and the clock used to jump
+    # to the deadline first.
+    async def main() -> tuple[list[float], list[bytes], list[bytes]]:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        arrivals: list[float] = []
+        got: list[bytes] = []
+        replies: list[bytes] = []
+        for _ in range(200):
+            client = threading.Thread(target=_blocking_client, args=(port, replies))
+            client.start()
+            with trio.fail_after(5):
+                stream = await listeners[0].accept()
+                got.append(await stream.receive_some(5))
+                arrivals.append(trio.current_time())
+                await stream.send_all(b"thanks")
+                await stream.aclose()
+            await trio.to_thread.run_sync(client.join)
+        await listeners[0].aclose()
+        return arrivals, got, replies
+
+    arrivals, got, replies = virtualtime.trio.run(main)
+    assert arrivals == [0.0] * 200
+    assert got == [b"hello"] * 200
+    assert replies == [b"thanks"] * 200
+
+
+def test_a_new_thread_that_never_speaks_holds_time_only_for_the_grace() -> None:
+    from virtualtime._shared._threads import THREAD_GRACE
+
+    release = threading.Event()
+
+    async def main() -> tuple[float, float]:
+        quiet = threading.Thread(target=release.wait)
+        quiet.start()
+        try:
+            real = time.monotonic()
+            await trio.sleep(3600)
+            return trio.current_time(), time.monotonic() - real
+        finally:
+            release.set()
+            quiet.join()
+
+    virtual, real = virtualtime.trio.run(main)
+    assert virtual == 3600.0  # the deadline still fires at its instant
+    assert real >= THREAD_GRACE * 0.9  # time stood still while the thread was new
+
+
 def test_a_timer_set_while_a_thread_job_runs_still_fires() -> None:
     # The thread waits for something only trio does after a virtual 0.1 s: the sleep must
     # fire (after about 0.1 s of real time), not wait for the thread for ever.

@@ -99,6 +99,7 @@ from .._shared._errors import (
     RunawayError,
     UsageError,
 )
+from .._shared._threads import thread_table_size
 from .._shared._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
@@ -110,7 +111,7 @@ from .._shared._time import (
     to_seconds,
     to_ticks,
 )
-from ._outside import CountingSelector, OutsideWork, thread_table_size
+from ._outside import CountingSelector, OutsideWork
 from ._timers import NEVER, WAITER, SleepTimer, TimerQueue
 
 __all__ = [

@@ -16,6 +16,11 @@ Outside work is what the outside may still **answer**, not everything that is op
 * **a thread that just handed the loop a callback** (``call_soon_threadsafe``), for
   :data:`POKE_GRACE`: it is likely to speak again at once (anyio's portal starts a task, then
   cancels it);
+* **a thread that has just started**, for the same :data:`POKE_GRACE` from when the loop first
+  sees it: a plain ``threading.Thread`` the program starts is usually about to speak to the
+  loop (a client connecting to the loop's server, a producer filling a queue); pool workers,
+  anyio's workers, asyncio's ``waitpid`` threads and the loop's own thread are left to the
+  rules for jobs and children;
 * **child processes** started through the loop that are still running while something waits
   for them: their exit (``proc.wait()``, ``communicate()``) or their output -- under every
   child watcher (a pidfd, a watcher thread, or a plain ``waitpid`` thread);
@@ -79,14 +84,23 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
+from .._shared._threads import ANYIO_ASYNCIO, THREAD_GRACE, NewThreads, thread_table_size
+from .._shared._threads import worker_threads as _worker_threads
 from .._shared._time import TICKS_PER_SECOND
 
-__all__ = ["GRACE", "POKE_GRACE", "CountingSelector", "OutsideWork", "completed_by", "wrapped_into"]
+__all__ = [
+    "GRACE",
+    "POKE_GRACE",
+    "CountingSelector",
+    "OutsideWork",
+    "completed_by",
+    "wrapped_into",
+]
 
 GRACE: Final = 0.02
 """Real seconds after data arrived from an outside peer during which more may still follow."""
 
-POKE_GRACE: Final = 0.05
+POKE_GRACE: Final = THREAD_GRACE
 """Real seconds a thread that just called ``call_soon_threadsafe`` may still speak again."""
 
 _RECHECK_MIN: Final = 0.0005
@@ -94,48 +108,9 @@ _RECHECK_MAX: Final = 0.05
 """Real-time re-check interval bounds while outside work cannot wake the loop by itself."""
 
 _real_monotonic: Final = _time_module.monotonic
-# Read on every round of the fast path: the length of threading's own table of running
-# threads costs a tenth of active_count(), which takes a lock.
-_thread_table_size: Final = threading._active.__len__  # type: ignore[attr-defined]
-thread_table_size: Final = _thread_table_size
-"""How many threads are running (threading's own table, read without its lock)."""
-_thread_table: Final[dict[int, threading.Thread]] = threading._active  # type: ignore[attr-defined]
-_worker_cache: list[Any] = [(), ()]  # [the threads last seen, the worker threads among them]
-
-
-def _worker_threads() -> tuple[threading.Thread, ...]:
-    """The threads that may run a job for some loop: pool workers and anyio workers.
-
-    Only these can hold work the loop must wait for without having handed it out itself (a
-    job of another executor wrapped into the loop, an anyio ``to_thread`` job).  Every other
-    thread -- the main thread of a process that runs the loop elsewhere, a library's monitor
-    or I/O thread, a Dask worker's own machinery -- is not looked at, so a process with many
-    threads pays for them only when the set of threads changes.
-
-    threading-private: the table of live threads (``threading._active``; ``enumerate()``
-    copies it under a lock every call) and a thread's ``_target`` (a pool worker's target is
-    a function named ``_worker``: ``concurrent.futures.thread`` and the pools built on it).
-    Canary tests pin both.
-    """
-    try:
-        threads = tuple(_thread_table.values())
-    except RuntimeError:  # changed while read (possible only without a GIL): the safe way
-        threads = tuple(threading.enumerate())
-    seen, workers = _worker_cache
-    if threads != seen:
-        anyio_loaded = _ANYIO_ASYNCIO in _modules
-        workers = tuple(
-            thread
-            for thread in threads
-            if getattr(getattr(thread, "_target", None), "__name__", "") == "_worker"
-            or (anyio_loaded and getattr(thread, "idle_workers", None) is not None)
-        )
-        _worker_cache[:] = (threads, workers)
-    return workers  # type: ignore[no-any-return]
-
-
+_thread_table_size: Final = thread_table_size  # every round of the fast path (see _threads)
 _modules: Final = sys.modules
-_ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
+_ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
 _FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
 _FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
 
@@ -317,6 +292,7 @@ class OutsideWork:
         exists), the outside is still quiet: :meth:`calm` answers in two comparisons."""
         self.calm_at = -1
         """The value of :attr:`changes` when :meth:`quiet` last found nothing outside."""
+        self._new_threads = NewThreads()  # the threads alive now are not new
         selector.world = self
 
     # ------------------------------------------------------------ registration
@@ -347,6 +323,24 @@ class OutsideWork:
         # poke it missed always leaves changes different from the calm_at it records.
         self.changes += 1
 
+    def thread_started(self) -> bool:
+        """Has a thread started since the loop last looked?  If so, it counts as a poke.
+
+        A plain thread the program starts while the loop runs -- a blocking client that will
+        connect to the loop's server, a producer that will ``call_soon_threadsafe`` -- has not
+        spoken yet when the loop next goes idle: the loop cannot know it is about to, and
+        would jump to the next timer (the client's ``wait_for`` deadline) first.  So a thread
+        seen for the first time holds time for :data:`POKE_GRACE`, as a thread that just
+        poked does; from then on only what it does (a connect, a call, a job) holds time.
+        Which threads count is :class:`NewThreads`' rule.
+        """
+        own = getattr(self._loop, "_thread_id", None)  # asyncio-private: the running thread
+        if not self._new_threads.look(own):
+            return False
+        self._poked = self._new_threads.seen_at
+        self.changes += 1  # after _poked, as in poked()
+        return True
+
     def track_child(self, transport: Any) -> None:
         """A child process was started through the loop."""
         self.children.add(transport)
@@ -376,7 +370,9 @@ class OutsideWork:
             # there a moment; that only sends the loop down its general path, which asks the
             # full model.  A canary test pins the attribute.
             and not self.children.data  # type: ignore[attr-defined]
-            and (_thread_table_size() == 1 or not self._foreign_workers())
+            and (
+                _thread_table_size() == 1 or not (self._foreign_workers() or self.thread_started())
+            )
             # Another thread spoke to the loop (call_soon_threadsafe) and may speak again:
             # the general path keeps time still for POKE_GRACE (see poked()).
             and self._poked < 0
@@ -654,6 +650,8 @@ class OutsideWork:
             self._recheck = min(recheck * 2, _RECHECK_MAX)
             return recheck
         self._recheck = _RECHECK_MIN
+        if _thread_table_size() > 1:
+            self.thread_started()
         if self._poked >= 0:
             left = self._poked + POKE_GRACE - real_now
             if left > 0:

@@ -36,13 +36,16 @@ The outside world
 Virtual time must never overtake something outside the run that may still answer.  The clock
 counts as *outside work*: a worker thread running a ``trio.to_thread.run_sync`` job (anyio's
 ``to_thread`` too; a job blocked calling back into trio with ``from_thread`` does not count,
-only trio can move it); a child process still running (trio waits on its pidfd) and pipes to
-it; a connect or a TLS handshake in flight; a TCP connection to a peer outside this run that
-sent last, never received, or moved data in the last quarter second; connected datagram
-sockets and Unix sockets to other processes.  Not outside work: sockets whose both ends are
-in this run (an in-process server and its client -- the peer's address is one this run's own
-sockets have), listening sockets, pipes with both ends in this process, trio's wake-up socket,
-and an *idle* kept-alive connection (quiet, its last event a receive).
+only trio can move it); a plain thread that started during the run, for its first 50 ms (a
+blocking client about to connect to the run's server: a listening socket is not outside work,
+so nothing else would hold time until the connect lands); a child process still running (trio
+waits on its pidfd) and pipes to it; a connect or a TLS handshake in flight; a TCP connection
+to a peer outside this run that sent last, never received, or moved data in the last quarter
+second; connected datagram sockets and Unix sockets to other processes.  Not outside work:
+sockets whose both ends are in this run (an in-process server and its client -- the peer's
+address is one this run's own sockets have), listening sockets, pipes with both ends in this
+process, trio's wake-up socket, and an *idle* kept-alive connection (quiet, its last event a
+receive).
 
 While outside work is pending, time does not jump: it stands still, and a deadline fires only
 once as much real time has passed as its virtual delay, then time steps to exactly that
@@ -119,7 +122,7 @@ import trio.lowlevel
 import trio.testing
 
 from .. import _options
-from .._shared import _errors, _time
+from .._shared import _errors, _threads, _time
 from . import _park
 
 # No ``from x import y`` above: this module's public namespace is exactly ``__all__``.
@@ -157,6 +160,9 @@ it still counts as answering (see :func:`_awaits_answer`)."""
 
 _RECHECK: typing.Final = 0.05
 """Real seconds between looks at a held TCP connection, which may turn idle silently."""
+
+_thread_table_size: typing.Final = _threads.thread_table_size
+_real_monotonic: typing.Final = _stdlib_time.monotonic
 
 _WAKEUP_TASK: typing.Final = "<TrioToken.run_sync_soon task>"
 """trio's own task that waits on its wake-up socket: never outside work, never a reason to
@@ -374,6 +380,7 @@ class VirtualClock(trio.abc.Clock):
         self._run_addresses: set[object] = set()
         self._hold_since: float | None = None
         self._recheck = False
+        self._new_threads = _threads.NewThreads()  # replaced at each run's start
         self._plan = _NO_PLAN
         self._plan_deadline = math.inf
         self._plan_wait = 0.0
@@ -521,6 +528,7 @@ class VirtualClock(trio.abc.Clock):
     def start_clock(self) -> None:
         """Called by trio at the start of a run: hook into that run's loop."""
         self._token = trio.lowlevel.current_trio_token()
+        self._new_threads = _threads.NewThreads()  # the threads alive now are not new
         self._plan = _NO_PLAN
         self._dormant = False
         self._hold_since = None
@@ -568,7 +576,12 @@ class VirtualClock(trio.abc.Clock):
                 if seconds * _park.NOISE < deadline:  # trio's deadlines first at one instant
                     deadline = seconds
                     self._plan_kit = head
-        if self._plain and not self._waits and self._error is None:
+        if (
+            self._plain
+            and not self._waits
+            and self._error is None
+            and (_thread_table_size() == 1 or not self._new_threads.look(None))
+        ):
             # The fast path of every jump: pure virtual time, nothing outside, nobody idle.
             if deadline <= self._now:
                 self._plan = _NO_PLAN
@@ -596,18 +609,23 @@ class VirtualClock(trio.abc.Clock):
             return self._check_deadlock()
         if deadline <= self._now:
             return 0.0
-        if self._waits and self._outside_work():
+        outside = bool(self._waits) and self._outside_work()
+        # A thread that just started may be about to speak (see _threads.NewThreads).
+        fresh = 0.0 if outside else self._fresh_thread()
+        if outside or fresh:
             # Outside work may still answer: time stands still, and a deadline fires only
             # once as much real time has passed as its virtual delay.
             self._dormant = False
             if deadline == math.inf or not self._autojump:
-                return math.inf
+                return fresh or math.inf
             real = _stdlib_time.perf_counter()
             since = self._hold_since
             if since is None:
                 since = self._hold_since = real
             remaining = (deadline - self._now) - (real - since)
             if remaining > 0:
+                if fresh:
+                    return min(remaining, fresh)
                 # A connection's state can turn idle without waking anybody: look again soon.
                 return min(remaining, _RECHECK) if self._recheck else remaining
         else:
@@ -725,6 +743,12 @@ class VirtualClock(trio.abc.Clock):
             # clock cannot account for every job it keeps time still -- the safe side.
             return thread_waits > 0 or thread_waits + callbacks < active
         return False
+
+    def _fresh_thread(self) -> float:
+        """Real seconds a thread that started during the run still holds time (0: none)."""
+        if _thread_table_size() > 1:
+            self._new_threads.look(None)  # trio's own thread is never new: it was there first
+        return self._new_threads.grace_left(_real_monotonic())
 
     def _fd_busy(self, task: trio.lowlevel.Task, wait: _Wait) -> bool:
         fd_class = wait.fd_class
