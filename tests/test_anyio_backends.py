@@ -8,6 +8,7 @@ factory or the clock.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -323,6 +324,30 @@ async def _thread_calls_back() -> float:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_thread_waiting_on_an_anyio_sleep_lets_time_move(backend: str) -> None:
     assert run_on(backend, _thread_calls_back) == 5.0
+
+
+async def _sleep_beside_a_new_silent_thread() -> tuple[float, float]:
+    release = threading.Event()
+    quiet = threading.Thread(target=release.wait)
+    quiet.start()
+    try:
+        real = time.monotonic()
+        await anyio.sleep(3600)
+        return anyio.current_time(), time.monotonic() - real
+    finally:
+        release.set()
+        quiet.join()
+
+
+@backends
+def test_a_new_thread_that_never_speaks_holds_time_only_for_the_grace(backend: str) -> None:
+    # A thread that starts during the run may be about to speak (a client about to connect):
+    # time stands still for THREAD_GRACE real seconds, then the timer fires at its instant.
+    from virtualtime._shared._threads import THREAD_GRACE
+
+    virtual, real = run_on(backend, _sleep_beside_a_new_silent_thread)
+    assert virtual == 3600.0
+    assert real >= THREAD_GRACE * 0.9
 
 
 # ----------------------------------------------------------- deadlocks and errors

@@ -608,27 +608,6 @@ def test_a_client_in_a_new_plain_thread_is_never_overtaken_by_a_timeout() -> Non
     assert replies == [b"thanks"] * 200
 
 
-def test_a_new_thread_that_never_speaks_holds_time_only_for_the_grace() -> None:
-    from virtualtime._engine._outside import POKE_GRACE
-
-    release = threading.Event()
-
-    async def main() -> tuple[float, float]:
-        quiet = threading.Thread(target=release.wait)
-        quiet.start()
-        try:
-            real = time.monotonic()
-            await asyncio.sleep(3600)
-            return now(), time.monotonic() - real
-        finally:
-            release.set()
-            quiet.join()
-
-    virtual, real = virtualtime.run(main())
-    assert virtual == 3600.0  # the timer still fires at its instant
-    assert real >= POKE_GRACE * 0.9  # time stood still while the thread was new
-
-
 def test_only_threads_the_other_rules_do_not_cover_count_as_new() -> None:
     release = threading.Event()
     old = threading.Thread(target=release.wait)

@@ -356,27 +356,6 @@ def test_a_client_in_a_new_plain_thread_is_never_overtaken_by_a_timeout() -> Non
     assert replies == [b"thanks"] * 200
 
 
-def test_a_new_thread_that_never_speaks_holds_time_only_for_the_grace() -> None:
-    from virtualtime._shared._threads import THREAD_GRACE
-
-    release = threading.Event()
-
-    async def main() -> tuple[float, float]:
-        quiet = threading.Thread(target=release.wait)
-        quiet.start()
-        try:
-            real = time.monotonic()
-            await trio.sleep(3600)
-            return trio.current_time(), time.monotonic() - real
-        finally:
-            release.set()
-            quiet.join()
-
-    virtual, real = virtualtime.trio.run(main)
-    assert virtual == 3600.0  # the deadline still fires at its instant
-    assert real >= THREAD_GRACE * 0.9  # time stood still while the thread was new
-
-
 def test_a_timer_set_while_a_thread_job_runs_still_fires() -> None:
     # The thread waits for something only trio does after a virtual 0.1 s: the sleep must
     # fire (after about 0.1 s of real time), not wait for the thread for ever.
