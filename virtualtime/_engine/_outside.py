@@ -323,7 +323,7 @@ class OutsideWork:
         # poke it missed always leaves changes different from the calm_at it records.
         self.changes += 1
 
-    def thread_started(self) -> bool:
+    def thread_started(self, *, refresh: bool = True) -> bool:
         """Has a thread started since the loop last looked?  If so, it counts as a poke.
 
         A plain thread the program starts while the loop runs -- a blocking client that will
@@ -332,10 +332,10 @@ class OutsideWork:
         would jump to the next timer (the client's ``wait_for`` deadline) first.  So a thread
         seen for the first time holds time for :data:`POKE_GRACE`, as a thread that just
         poked does; from then on only what it does (a connect, a call, a job) holds time.
-        Which threads count is :class:`NewThreads`' rule.
+        Which threads count is :class:`NewThreads`' rule; ``refresh=False`` right after
+        :meth:`_foreign_workers` (see :meth:`NewThreads.look`).
         """
-        own = getattr(self._loop, "_thread_id", None)  # asyncio-private: the running thread
-        if not self._new_threads.look(own):
+        if not self._new_threads.look(self._loop, refresh=refresh):
             return False
         self._poked = self._new_threads.seen_at
         self.changes += 1  # after _poked, as in poked()
@@ -371,7 +371,8 @@ class OutsideWork:
             # full model.  A canary test pins the attribute.
             and not self.children.data  # type: ignore[attr-defined]
             and (
-                _thread_table_size() == 1 or not (self._foreign_workers() or self.thread_started())
+                _thread_table_size() == 1
+                or not (self._foreign_workers() or self.thread_started(refresh=False))
             )
             # Another thread spoke to the loop (call_soon_threadsafe) and may speak again:
             # the general path keeps time still for POKE_GRACE (see poked()).
@@ -651,7 +652,7 @@ class OutsideWork:
             return recheck
         self._recheck = _RECHECK_MIN
         if _thread_table_size() > 1:
-            self.thread_started()
+            self.thread_started(refresh=False)  # threads_busy() has just read the threads
         if self._poked >= 0:
             left = self._poked + POKE_GRACE - real_now
             if left > 0:

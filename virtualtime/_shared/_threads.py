@@ -113,19 +113,24 @@ class NewThreads:
         self.seen_at = -1.0
         """Real time (monotonic) a new thread was last seen; -1 if never."""
 
-    def look(self, own: int | None) -> bool:
-        """Has a thread (other than ``own``, by ident) started since the last look?
+    def look(self, loop: object = None, *, refresh: bool = True) -> bool:
+        """Has a thread (other than ``loop``'s running thread) started since the last look?
 
         One identity test while the set of threads is unchanged.  Threads that started and
         ended between two looks are not seen: whatever they did is visible by itself.
+        ``refresh=False`` is for a caller that has just called :func:`worker_threads` (which
+        reads the table of threads): it saves reading the table twice in one turn.
         """
-        current = threads()
+        current = threads() if refresh else _cache[0]
         if current is self._view:
             return False
         self._view = current
         known = self._known
         self._known = set(current)  # the dead are forgotten
-        workers = worker_threads()
+        # asyncio-private: the thread an event loop runs in (read only when threads changed;
+        # a trio run passes no loop: its thread was running when this object was made).
+        own = getattr(loop, "_thread_id", None)
+        workers = _cache[1]
         for thread in current:
             if (
                 thread not in known

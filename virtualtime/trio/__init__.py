@@ -580,7 +580,7 @@ class VirtualClock(trio.abc.Clock):
             self._plain
             and not self._waits
             and self._error is None
-            and (_thread_table_size() == 1 or not self._new_threads.look(None))
+            and (_thread_table_size() == 1 or not self._new_threads.look())
         ):
             # The fast path of every jump: pure virtual time, nothing outside, nobody idle.
             if deadline <= self._now:
@@ -747,7 +747,7 @@ class VirtualClock(trio.abc.Clock):
     def _fresh_thread(self) -> float:
         """Real seconds a thread that started during the run still holds time (0: none)."""
         if _thread_table_size() > 1:
-            self._new_threads.look(None)  # trio's own thread is never new: it was there first
+            self._new_threads.look()  # trio's own thread is never new: it was there first
         return self._new_threads.grace_left(_real_monotonic())
 
     def _fd_busy(self, task: trio.lowlevel.Task, wait: _Wait) -> bool:
