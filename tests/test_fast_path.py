@@ -10,6 +10,7 @@ compiled core and without it (``VIRTUALTIME_PURE_PYTHON=1`` runs the suite on th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import math
@@ -250,6 +251,39 @@ def test_cancelled_native_sleeps_are_counted_and_compacted() -> None:
     assert full >= 2000
     assert left <= 600  # compacted: the 1500 dead entries are gone long before their instant
     assert counted == 0
+
+
+def test_a_dead_native_entry_dropped_before_its_sleeper_counts_it_is_counted_once() -> None:
+    # A cancelled native sleep counts its dead entry when its task next runs; a purge in
+    # between may drop the entry first.  The count must come back to exactly zero -- not stay
+    # one too high while the heap holds live entries, which would keep every later round off
+    # the plain one (seen first through anyio's cancel scopes, which cancel many sleeps).
+    async def main() -> list[tuple[int, int]]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        seen = []
+
+        async def stubborn() -> None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await virtualtime.sleep(10)
+            await virtualtime.sleep(5)  # a live entry, pushed right after counting the dead one
+
+        late = asyncio.create_task(virtualtime.sleep(20))
+        head = asyncio.create_task(stubborn())
+        await asyncio.sleep(0)
+        late.cancel()
+        await asyncio.sleep(0)  # late counts its entry, which stays in the heap (not the head)
+        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
+        head.cancel()  # the next round drops both dead entries before head has counted
+        await asyncio.sleep(0)
+        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
+        await virtualtime.sleep(1)
+        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
+        await asyncio.gather(head, late, return_exceptions=True)
+        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
+        return seen
+
+    assert virtualtime.run(main()) == [(1, 2), (0, 1), (0, 1), (0, 0)]
 
 
 def test_a_native_sleep_outside_a_virtual_loop_says_why() -> None:

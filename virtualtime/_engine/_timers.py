@@ -148,7 +148,12 @@ class TimerQueue:
     def __init__(self, on_discard: Callable[[int], object] | None = None) -> None:
         self.heap: list[Entry] = []
         self.cancelled = 0
-        """How many entries in :attr:`heap` are cancelled (maintained by :meth:`note_cancelled`)."""
+        """How many entries in :attr:`heap` are cancelled (maintained by :meth:`note_cancelled`).
+
+        Exact as a sum, not at every moment: a waiter's killer counts it when the sleeper next
+        runs, and its entry may leave the heap (and be subtracted) before that, so the count
+        can be one low -- below zero included -- until then.  Any non-zero count makes the
+        loop purge, which is all it is for."""
         self.on_discard = on_discard
         self.next_seq: Callable[[], int] = itertools.count().__next__
         """A fresh sequence number (entries pushed later compare later at equal keys); a C
@@ -179,23 +184,24 @@ class TimerQueue:
         heap = self.heap
         while heap and is_dead(heap[0][3]):
             self._discard(heapq.heappop(heap))
-        if not heap:
-            self.cancelled = 0  # a waiter killed after compaction dropped it was counted late
 
     def compact(self) -> None:
         """Rebuild the heap without its cancelled entries."""
         live = []
+        counted = 0
         for entry in self.heap:
             item = entry[3]
             if is_dead(item):
-                _leave(item)
+                counted += _leave(item)
                 if self.on_discard is not None:
                     self.on_discard(entry[2])
             else:
                 live.append(entry)
         heapq.heapify(live)
         self.heap[:] = live  # in place: the loop holds a reference to this list
-        self.cancelled = 0
+        # Not a reset to 0: a waiter killed but not yet counted (its sleeper counts when it
+        # next runs) was subtracted here already, and its late count brings the sum back.
+        self.cancelled -= counted
 
     def _discard(self, entry: Entry) -> None:
         if _leave(entry[3]):
