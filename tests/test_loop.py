@@ -619,3 +619,40 @@ def test_call_at_never_fires_before_its_deadline(when: float) -> None:
 def test_huge_integer_options_are_a_value_error_naming_the_option() -> None:
     with pytest.raises(ValueError, match="start must be finite"):
         virtualtime.new_event_loop(start=10**400)
+
+
+def test_a_watched_horizon_is_told_whenever_time_moves_past_it_however_it_moves() -> None:
+    # The pytest plugin's max_time (_vt_watch_horizon): every way time moves is seen --
+    # timers, asyncio.sleep, virtualtime.sleep, anyio's sleep, the sim kit's jumps, a verb --
+    # and a timer past the horizon that is cancelled in time changes nothing.
+    from virtualtime import sim
+
+    loop = virtualtime.new_event_loop()
+    told: list[float] = []
+    loop._vt_watch_horizon(10 * 10**9 + 1, lambda: told.append(loop.time()))
+
+    async def kit() -> None:
+        async with sim.Simulation():
+            await sim.sleep(0.25)
+
+    async def main() -> None:
+        loop.call_later(50, told.append, -1.0).cancel()  # never reached: nothing is told
+        await asyncio.sleep(4)
+        await virtualtime.sleep(6)  # exactly at the horizon: not past it
+        assert told == []
+        await asyncio.sleep(0.5)
+        await virtualtime.sleep(0.5)
+        await anyio.sleep(0.5)
+        await kit()
+
+    try:
+        loop.run_until_complete(main())
+        assert told == [10.5, 11.0, 11.5, 11.75]
+        loop.evolve(1)
+        assert told[-1] == 12.75
+        loop._vt_watch_horizon(None, None)
+        loop.run_until_complete(virtualtime.sleep(1))
+        loop.evolve(1)
+        assert told == [10.5, 11.0, 11.5, 11.75, 12.75]
+    finally:
+        loop.close()

@@ -1137,12 +1137,13 @@ import asyncio
 import time
 import anyio
 import pytest
+import virtualtime
 
-async def retry_until_the_real_deadline():
+async def retry_until_the_real_deadline(sleep=anyio.sleep):
     # The bug the horizon catches: a deadline on a clock the loop does not drive.
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        await anyio.sleep(1)
+        await sleep(1)
 """
 
 
@@ -1157,6 +1158,11 @@ def test_a_test_that_never_ends_fails_at_its_horizon(pytester: pytest.Pytester) 
         async def test_pytest_asyncio():
             await retry_until_the_real_deadline()
 
+        @pytest.mark.asyncio
+        @pytest.mark.virtualtime(max_time=3600)
+        async def test_native_sleep():
+            await retry_until_the_real_deadline(virtualtime.sleep)
+
         @pytest.mark.anyio
         @pytest.mark.virtualtime(max_time="1h")
         @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
@@ -1165,15 +1171,18 @@ def test_a_test_that_never_ends_fails_at_its_horizon(pytester: pytest.Pytester) 
         """,
     )
     result = run(pytester)
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=4)
+    # Stopped as time moves past the horizon, before the timer due there fires.
     result.stdout.fnmatch_lines(
         [
             "*_ test_pytest_asyncio _*",
             "virtualtime: the test ran past its max_time=1 h and was stopped: virtual time "
-            "reached t=3,601 s (1 h after the test started at t=0 s), 3,601 timers fired.  "
+            "reached t=3,601 s (1 h after the test started at t=0 s), 3,600 timers fired.  "
             "Likely cause:*time.monotonic()*patch_time=True*bound before the run*",
+            "*_ test_native_sleep _*",
+            "virtualtime: the test ran past its max_time=1 h*t=3,601 s*3,600 timers fired*",
             "*_ test_anyio?asyncio? _*",
-            "virtualtime: the test ran past its max_time=1 h*t=3,601 s*3,601 timers fired*",
+            "virtualtime: the test ran past its max_time=1 h*t=3,601 s*3,600 timers fired*",
             "*_ test_anyio?trio? _*",
             "virtualtime: the test ran past its max_time=1 h*t=3,601 s*3,601 trio clock jumps*",
         ]

@@ -618,6 +618,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         wall = wall_epoch(checked)
         self._vt_ticks = to_ticks(start)
         self._vt_now = to_seconds(self._vt_ticks)
+        # A watched horizon (_vt_watch_horizon): the first tick past it, and who is told when
+        # time gets there.  Unwatched, no tick is past it.
+        self._vt_beyond = _NEVER
+        self._vt_at_horizon: Callable[[], object] | None = None
         self._vt_start = self._vt_now
         # seq -> (tick it was scheduled at, task that scheduled it), kept only with history.
         self._vt_scheduled_at: dict[int, tuple[int, asyncio.Task[Any] | None]] = {}
@@ -875,6 +879,25 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if now > self._vt_now:  # never below a deadline already read (see call_at)
             self._vt_now = now
         self._vt_instant_count = 0
+        if ticks >= self._vt_beyond:
+            self._vt_past_horizon()
+
+    def _vt_watch_horizon(self, ticks: int | None, told: Callable[[], object] | None) -> None:
+        """Call ``told()`` whenever virtual time moves to ``ticks`` or past it (None: stop).
+
+        The pytest plugin's ``max_time``: every way time moves -- a timer of any kind
+        (``call_later``, ``asyncio.sleep``, ``virtualtime.sleep``, anyio's sleep, the sim
+        kit's waits), a jump, a driving verb -- goes through :meth:`_vt_set_ticks`, and the
+        plain round steps aside for a head at or past ``ticks``.  ``told`` runs before the
+        timers of that instant fire, each time time moves while past it; it must not raise.
+        """
+        self._vt_beyond = _NEVER if ticks is None else min(ticks, _NEVER)
+        self._vt_at_horizon = told
+
+    def _vt_past_horizon(self) -> None:
+        told = self._vt_at_horizon
+        if told is not None:
+            told()
 
     def _vt_rearmed_round(self, now: int) -> int:
         """A round fires timers after ``call_at`` was asked for a deadline already reached.
@@ -904,6 +927,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         seconds = ticks / TICKS_PER_SECOND
         if seconds > self._vt_now:
             self._vt_now = seconds
+        if ticks >= self._vt_beyond:
+            self._vt_past_horizon()
         start, count = self._vt_creeping
         self._vt_creeping = (start, count + 1) if start + count == now else (now, 1)
         self._vt_rearm_tick = ticks
@@ -1319,7 +1344,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and world.calm_at == world.changes  # world.calm(), inlined
             and _thread_table_size() == 1
             and not self._stopping  # asyncio-private: set by stop().
-            and heap[0][0] < _NEVER
+            and heap[0][0] < self._vt_beyond  # not never, nor past a watched horizon
         ):
             # The plain round, the common case of a simulation and of most tests: pure
             # virtual time, nothing ready, no dead entry to drop, nothing outside.  It makes

@@ -717,9 +717,10 @@ class _Watch:
     """The clock of one running virtual test: its horizon (``max_time``), and what it did.
 
     The horizon needs no timer of its own (a timer would change ``peek()``, ``step()`` and
-    deadlock detection).  On asyncio, while the test runs, the loop's ``call_later`` and
-    ``call_at`` mark every timer due past the horizon; the first such timer to *fire* ends the
-    test (a timeout past the horizon that is cancelled in time changes nothing).  On trio, the
+    deadlock detection).  On asyncio, while the test runs, the loop tells the watch whenever
+    virtual time moves past the horizon -- for a timer of any kind, ``virtualtime.sleep``,
+    anyio's sleep and the sim kit's jumps included -- before that instant's timers fire (a
+    timeout past the horizon that is cancelled in time changes nothing).  On trio, the
     clock is asked for its sleep time whenever every task is blocked; the first time it is
     asked after virtual time has passed the horizon ends the test.  Either way the test's task
     is cancelled and the test fails with :meth:`failure`.
@@ -869,11 +870,12 @@ class _Watch:
         call: Callable[[], Awaitable[Any]],
     ) -> Any:
         assert self.max_time is not None
-        limit = self.started + self.max_time
-        cls = type(loop)
+        from .._shared._time import to_ticks
+
         cancels = 0
 
-        def fire(callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+        def past() -> None:
+            # Virtual time moved past the horizon: end the test, before that instant's timers.
             nonlocal cancels
             if self.reached is None:
                 self.reached = loop.time()
@@ -883,33 +885,14 @@ class _Watch:
                     loop.stop()
                 else:
                     task.cancel(_EXPIRED)
-            callback(*args)
 
-        def watched_call_later(
-            delay: float, callback: Callable[..., object], *args: Any, **kwargs: Any
-        ) -> asyncio.TimerHandle:
-            with contextlib.suppress(TypeError, ValueError):
-                if loop.time() + delay > limit:
-                    callback, args = fire, (callback, args)
-            return cls.call_later(loop, delay, callback, *args, **kwargs)
-
-        def watched_call_at(
-            when: float, callback: Callable[..., object], *args: Any, **kwargs: Any
-        ) -> asyncio.TimerHandle:
-            with contextlib.suppress(TypeError, ValueError):
-                if when > limit:
-                    callback, args = fire, (callback, args)
-            return cls.call_at(loop, when, callback, *args, **kwargs)
-
-        # Instance attributes shadow the methods for this test only; asyncio, anyio and
-        # virtualtime all schedule through loop.call_later / loop.call_at.
-        setattr(loop, "call_later", watched_call_later)  # noqa: B010
-        setattr(loop, "call_at", watched_call_at)  # noqa: B010
+        # The first tick past the horizon; the loop tells past() whenever time gets there,
+        # however it moves (every kind of timer, the sim kit's jumps, the driving verbs).
+        loop._vt_watch_horizon(loop._vt_ticks + to_ticks(self.max_time) + 1, past)
         try:
             return await call()
         finally:
-            vars(loop).pop("call_later", None)
-            vars(loop).pop("call_at", None)
+            loop._vt_watch_horizon(None, None)
 
     async def _run_trio(self, clock: VirtualClock, call: Callable[[], Awaitable[Any]]) -> Any:
         import trio
