@@ -1,10 +1,11 @@
 """Canaries: one named test per private asyncio / anyio / threading assumption of the engine.
 
-The engine's loop modules (``virtualtime/_engine/_loop.py``, ``_outside.py``, ``_timers.py``) touch
-a few private parts of asyncio, concurrent.futures, threading and anyio, each with a comment
-saying why.  If a new Python (or anyio) changes one of them, the matching test here fails
-first and says which symbol moved and where virtualtime relies on it -- instead of traces
-silently losing spans or virtual timeouts silently overtaking worker threads.
+The engine's loop modules (``virtualtime/_engine/_loop.py``, ``_outside.py``, ``_timers.py``,
+``_anyio_sleep.py``) touch a few private parts of asyncio, concurrent.futures, threading and
+anyio, each with a comment saying why.  If a new Python (or anyio) changes one of them, the
+matching test here fails first and says which symbol moved and where virtualtime relies on
+it -- instead of traces silently losing spans or virtual timeouts silently overtaking worker
+threads.
 
 Each canary is small and independent: fix the named place in the engine, then the canary.
 """
@@ -463,3 +464,36 @@ def test_canary_a_future_awaited_by_a_task_is_marked_asyncio_future_blocking() -
 
     with pytest.raises(RuntimeError, match="yield was used instead of yield from"):
         asyncio.run(bare())
+
+
+def test_canary_anyio_sleeps_through_a_backend_classmethod_that_awaits_asyncio_sleep() -> None:
+    # _anyio_sleep.py: anyio.sleep(delay) awaits get_async_backend().sleep(delay), and on the
+    # asyncio backend that is a classmethod over a coroutine function of (cls, delay) whose
+    # body awaits the module's sleep, asyncio.sleep -- the one method the fast path replaces.
+    anyio = pytest.importorskip("anyio")
+    from anyio._backends import _asyncio as anyio_asyncio
+    from anyio._core import _eventloop
+
+    from virtualtime._engine import _anyio_sleep
+
+    where = "virtualtime/_engine/_anyio_sleep.py"
+    names = _eventloop.sleep.__code__.co_names
+    assert "get_async_backend" in names, changed("anyio.sleep (no get_async_backend)", where)
+    assert "sleep" in names, changed("anyio.sleep (no backend .sleep)", where)
+    method = vars(anyio_asyncio.AsyncIOBackend)["sleep"]
+    assert isinstance(method, classmethod), changed("AsyncIOBackend.sleep's kind", where)
+    stock = getattr(method.__func__, "__wrapped__", method.__func__)
+    assert _anyio_sleep._stock_method(type("B", (), {"sleep": classmethod(stock)})), changed(
+        "AsyncIOBackend.sleep's signature", where
+    )
+    assert "sleep" in stock.__code__.co_names, changed("AsyncIOBackend.sleep's body", where)
+    backend_sleep = vars(anyio_asyncio)["sleep"]
+    assert backend_sleep is asyncio.sleep, changed("anyio's asyncio backend sleep", where)
+
+    async def main() -> float:
+        await anyio.sleep(2)
+        return float(anyio.current_time())
+
+    options = {"loop_factory": virtualtime.new_event_loop}
+    assert anyio.run(main, backend="asyncio", backend_options=options) == 2.0
+    assert _anyio_sleep.installed(), changed("AsyncIOBackend.sleep (not replaced)", where)

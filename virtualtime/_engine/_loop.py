@@ -99,7 +99,7 @@ from .._shared._errors import (
     RunawayError,
     UsageError,
 )
-from .._shared._threads import thread_table_size
+from .._shared._threads import ANYIO_ASYNCIO, thread_table_size
 from .._shared._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
@@ -311,6 +311,19 @@ def _forget_running_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_running_in_child)
+
+
+_ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
+_anyio_sleep_pending = True  # until anyio's backend has been seen once (run_forever)
+
+
+def _install_anyio_sleep() -> None:
+    """anyio's backend is imported: route its sleep on virtual loops (_anyio_sleep.py)."""
+    global _anyio_sleep_pending
+    from . import _anyio_sleep  # here, not at the top: it imports this module
+
+    _anyio_sleep.install()
+    _anyio_sleep_pending = False
 
 
 def _short(value: object) -> str:
@@ -659,6 +672,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_fast = False
         self._vt_lean = False
         self._vt_plain = False
+        self._vt_native_sleep = False
         self._vt_update_fast()
         self._vt_patch = (
             TimePatch(self, wall, direct=type(self).time is VirtualEventLoop.time)
@@ -862,6 +876,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         )
         # The plain round of _run_once: the fast path with lean timers.
         self._vt_plain = self._vt_fast and self._vt_lean
+        # anyio.sleep may take virtualtime.sleep (_anyio_sleep.py): where asyncio.sleep would
+        # take the lean timer, on a class that keeps the stock timers and futures.
+        cls = type(self)
+        self._vt_native_sleep = (
+            self._vt_lean
+            and cls.call_later is VirtualEventLoop.call_later
+            and cls.create_future is _base_events.BaseEventLoop.create_future
+        )
 
     def set_debug(self, enabled: bool) -> None:
         """Like the stock method (debug mode takes the loop's general path)."""
@@ -1735,6 +1757,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def run_forever(self) -> None:
         """Like the stock method; with ``patch_time=True`` the stdlib clocks follow this loop."""
+        if _anyio_sleep_pending and _ANYIO_ASYNCIO in _modules:
+            _install_anyio_sleep()
         here = RUNNING_HERE
         outer = here.loop
         here.loop = self
