@@ -10,7 +10,6 @@ compiled core and without it (``VIRTUALTIME_PURE_PYTHON=1`` runs the suite on th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import gc
 import math
@@ -27,6 +26,7 @@ from hypothesis import strategies as st
 import virtualtime
 from virtualtime._engine import _loop as _loop_module
 from virtualtime._engine._loop import VirtualEventLoop, set_result_unless_cancelled
+from virtualtime._engine._timers import SCAN_MIN
 
 Sleep = Callable[..., Awaitable[None]]
 
@@ -229,61 +229,99 @@ def test_anyio_cancel_scopes_cut_a_native_sleep_short() -> None:
     assert result == [(True, 1.5), 1.75, 2.75]
 
 
-def test_cancelled_native_sleeps_are_counted_and_compacted() -> None:
-    async def main() -> tuple[int, int, int]:
-        loop = asyncio.get_running_loop()
-        assert isinstance(loop, VirtualEventLoop)
-        tasks = [asyncio.create_task(virtualtime.sleep(1000 + i)) for i in range(2000)]
-        await asyncio.sleep(0)
-        full = len(loop._vt_heap)
-        for task in tasks[:1500]:
-            task.cancel()
-        await asyncio.sleep(0)  # the tasks see their cancellation and count it
-        await asyncio.sleep(0.001)  # a round that purges
-        left = len(loop._vt_heap)
-        for task in tasks[1500:]:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.sleep(1)
-        return full, left, loop._vt_timers.cancelled
-
-    full, left, counted = virtualtime.run(main())
-    assert full >= 2000
-    assert left <= 600  # compacted: the 1500 dead entries are gone long before their instant
-    assert counted == 0
-
-
-def test_a_dead_native_entry_dropped_before_its_sleeper_counts_it_is_counted_once() -> None:
-    # A cancelled native sleep counts its dead entry when its task next runs; a purge in
-    # between may drop the entry first.  The count must come back to exactly zero -- not stay
-    # one too high while the heap holds live entries, which would keep every later round off
-    # the plain one (seen first through anyio's cancel scopes, which cancel many sleeps).
-    async def main() -> list[tuple[int, int]]:
+def test_cancelled_native_sleeps_are_never_counted_and_the_growth_scan_drops_them() -> None:
+    async def main() -> list[tuple[int, int, int]]:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, VirtualEventLoop)
         seen = []
-
-        async def stubborn() -> None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await virtualtime.sleep(10)
-            await virtualtime.sleep(5)  # a live entry, pushed right after counting the dead one
-
-        late = asyncio.create_task(virtualtime.sleep(20))
-        head = asyncio.create_task(stubborn())
+        tasks = [asyncio.create_task(virtualtime.sleep(1000 + i)) for i in range(SCAN_MIN)]
+        await asyncio.sleep(0)  # they all start and push their entries
+        await asyncio.sleep(0)  # a round that reaches the scan: all live, the next at twice
+        seen.append((len(loop._vt_heap), loop._vt_timers.scan_at, loop._vt_timers.cancelled))
+        for task in tasks[10:]:
+            task.cancel()
+        await asyncio.gather(*tasks[10:], return_exceptions=True)
+        await asyncio.sleep(1)
+        # The dead entries wait behind ten live ones: nobody counted them, none is the head.
+        seen.append((len(loop._vt_heap), loop._vt_timers.scan_at, loop._vt_timers.cancelled))
+        more = [asyncio.create_task(virtualtime.sleep(5000)) for _ in range(SCAN_MIN)]
         await asyncio.sleep(0)
-        late.cancel()
-        await asyncio.sleep(0)  # late counts its entry, which stays in the heap (not the head)
-        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
-        head.cancel()  # the next round drops both dead entries before head has counted
-        await asyncio.sleep(0)
-        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
-        await virtualtime.sleep(1)
-        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
-        await asyncio.gather(head, late, return_exceptions=True)
-        seen.append((loop._vt_timers.cancelled, len(loop._vt_heap)))
+        await asyncio.sleep(0)  # the heap has doubled: the scan drops every dead entry
+        seen.append((len(loop._vt_heap), loop._vt_timers.scan_at, loop._vt_timers.cancelled))
+        for task in more + tasks:
+            task.cancel()
+        await asyncio.gather(*more, *tasks, return_exceptions=True)
         return seen
 
-    assert virtualtime.run(main()) == [(1, 2), (0, 1), (0, 1), (0, 0)]
+    assert virtualtime.run(main()) == [
+        (SCAN_MIN, 2 * SCAN_MIN, 0),
+        (SCAN_MIN, 2 * SCAN_MIN, 0),
+        (10 + SCAN_MIN, 2 * (10 + SCAN_MIN), 0),  # the scan left only the live ones
+    ]
+
+
+@pytest.mark.parametrize("path", ["fast", "general"])
+def test_dead_native_entries_stay_fewer_than_the_live_ones_however_long_they_would_wait(
+    path: str,
+) -> None:
+    # A watchdog that gives up a day-long sleep every second: each leaves a dead entry due a
+    # day later, behind a live one due in an hour, so none reaches the head.  The growth scan
+    # keeps them to one scan's worth, not thousands.
+    async def main() -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        keeper = asyncio.create_task(virtualtime.sleep(3600))
+        largest = 0
+        for _ in range(3 * SCAN_MIN):
+            with anyio.move_on_after(1):
+                await virtualtime.sleep(86_400)
+            largest = max(largest, len(loop._vt_heap))
+        keeper.cancel()
+        return largest, loop.time()
+
+    factory = virtualtime.new_event_loop if path == "fast" else GeneralPathLoop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        largest, end = runner.run(main())
+    assert end == 3 * SCAN_MIN
+    assert SCAN_MIN // 2 < largest <= SCAN_MIN + 1
+
+
+@pytest.mark.parametrize("path", ["fast", "general"])
+def test_time_never_stops_at_a_dead_native_entry(path: str) -> None:
+    # A cancelled native sleep is never counted (nobody is left to count it), so the loop
+    # must find its dead entry itself before it moves time to the head.  Here the dead entry
+    # becomes the head in the round after 5, in which nothing else is ready (the plain round
+    # on the fast path): time must not visit 10, where nothing is due, but report the
+    # deadlock at 5.
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        never = asyncio.Event()
+
+        async def napper() -> None:
+            await virtualtime.sleep(5)
+            await never.wait()
+
+        nap = asyncio.create_task(napper())
+        doomed = asyncio.create_task(virtualtime.sleep(10))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await doomed
+        # Not counted, and still in the heap behind the napper's live entry.
+        assert (loop._vt_timers.cancelled, len(loop._vt_heap), loop.peek()) == (0, 2, 5.0)
+        await nap
+
+    loop = virtualtime.new_event_loop() if path == "fast" else GeneralPathLoop()
+    try:
+        with pytest.raises(virtualtime.DeadlockError, match=r"t=5\.0"):
+            loop.run_until_complete(main())
+        assert (loop.time(), loop.timers_fired, loop._vt_heap) == (5.0, 1, [])
+    finally:
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
 
 
 def test_a_native_sleep_outside_a_virtual_loop_says_why() -> None:
@@ -361,24 +399,36 @@ def test_a_native_sleep_never_awaited_warns_on_either_path() -> None:
         virtualtime.run(main())
 
 
-def test_a_native_sleep_thrown_into_counts_its_dead_entry_once() -> None:
-    async def main() -> tuple[int, int]:
+def test_a_native_sleep_driven_by_hand_answers_as_a_coroutine_does() -> None:
+    async def main() -> list[Any]:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, VirtualEventLoop)
-        sleeper = asyncio.create_task(virtualtime.sleep(100))
-        keeper = asyncio.create_task(virtualtime.sleep(10))  # keeps the dead entry off the head
-        await asyncio.sleep(0)
-        sleeper.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await sleeper
-        counted = loop._vt_timers.cancelled
-        keeper.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await keeper
-        return counted, len(loop._vt_heap)
+        seen: list[Any] = []
+        coro: Any = virtualtime.sleep(5)
+        future = coro.send(None)  # started: its future is in the heap, and yielded
+        seen.append((type(future) is asyncio.Future, future._asyncio_future_blocking))
+        seen.append(any(entry[3] is future for entry in loop._vt_heap))
+        with pytest.raises(ValueError, match="given up"):
+            coro.throw(ValueError("given up"))
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+            coro.send(None)
+        future.cancel()  # as a task's cancellation would: the entry is dead, never counted
+        seen.append((loop._vt_timers.cancelled, loop.peek()))
+        fresh: Any = virtualtime.sleep(1)
+        with pytest.raises(KeyError):
+            fresh.throw(KeyError("before it started"))
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+            await fresh
+        closed: Any = virtualtime.sleep(1)
+        closed.close()
+        closed.close()  # twice is fine, as for a coroutine
+        unstarted: Any = virtualtime.sleep(1)
+        with pytest.raises(TypeError, match="non-None value"):
+            unstarted.send(3)
+        unstarted.close()  # still not started, as a coroutine would be: closed, no warning
+        return seen
 
-    counted, _ = virtualtime.run(main())
-    assert counted == 1
+    assert virtualtime.run(main()) == [(True, True), True, (0, math.inf)]
 
 
 def test_whole_second_delays_are_exact_however_large() -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import virtualtime
 from virtualtime._engine._loop import VirtualEventLoop
-from virtualtime._engine._timers import COMPACT_MIN, NEVER, TimerQueue
+from virtualtime._engine._timers import COMPACT_MIN, NEVER, SCAN_MIN, TimerQueue
 
 # ------------------------------------------------------------------ TimerQueue
 
@@ -72,6 +72,53 @@ def test_many_cancellations_compact_the_heap_in_place() -> None:
     assert len(queue) == 4 * COMPACT_MIN - (2 * COMPACT_MIN - 1)
     assert queue.cancelled == 0
     assert [e[3].name for e in queue.pop_due(3)] == ["0"]
+
+
+def test_dead_waiters_are_never_counted_but_dropped_at_the_head_and_by_the_growth_scan() -> None:
+    # A waiter (a stock future) dies when it is done, and nobody reports it: the queue finds
+    # it at the head, and by a scan once the heap has grown to scan_at.
+    loop = asyncio.new_event_loop()
+    try:
+        queue = TimerQueue()
+        heap = queue.heap
+        waiters = [loop.create_future() for _ in range(SCAN_MIN - 1)]
+        for i, future in enumerate(waiters):
+            queue.push(i + 1, 0, future)
+        for future in waiters[:3] + waiters[10:]:
+            future.cancel()
+        queue.purge()  # below scan_at: only the dead entries at the head go
+        assert (len(queue), queue.cancelled, queue.peek()) == (SCAN_MIN - 4, 0, 4)
+        assert [entry[3] for entry in queue.pop_due(4)] == [waiters[3]]
+        handles = [Item(str(i)) for i in range(5)]
+        for item in handles:
+            queue.push(10 * SCAN_MIN, 0, item)
+        assert len(queue) == queue.scan_at == SCAN_MIN
+        queue.purge()  # at scan_at: the scan drops every dead waiter, wherever it is
+        assert queue.heap is heap  # in place: the loop's reference stays valid
+        assert sorted(map(id, (entry[3] for entry in heap))) == sorted(
+            map(id, [*waiters[4:10], *handles])
+        )
+        assert (queue.cancelled, queue.scan_at) == (0, SCAN_MIN)  # 2 x 11 live, at least MIN
+        got = [entry[3] for entry in queue.pop_due(NEVER - 1)]
+        assert got == [*waiters[4:10], *handles]
+    finally:
+        loop.close()
+
+
+def test_the_growth_scan_waits_for_twice_the_live_entries() -> None:
+    queue = TimerQueue()
+    items = [Item(str(i)) for i in range(2 * SCAN_MIN)]
+    for i, item in enumerate(items[:SCAN_MIN]):
+        queue.push(i, 0, item)
+    queue.purge()  # all live: nothing dropped, the next scan at twice as many
+    assert (len(queue), queue.scan_at) == (SCAN_MIN, 2 * SCAN_MIN)
+    for i, item in enumerate(items[SCAN_MIN:-1], start=SCAN_MIN):
+        queue.push(i, 0, item)
+    queue.purge()  # one short: no scan
+    assert (len(queue), queue.scan_at) == (2 * SCAN_MIN - 1, 2 * SCAN_MIN)
+    queue.push(2 * SCAN_MIN, 0, items[-1])
+    queue.purge()
+    assert (len(queue), queue.scan_at) == (2 * SCAN_MIN, 4 * SCAN_MIN)
 
 
 def test_never_entries_are_not_next() -> None:

@@ -35,8 +35,8 @@ static PyObject *str_run = NULL;
 static PyObject *str_debug = NULL;
 static PyObject *str_closed = NULL;
 static PyObject *str_loop = NULL, *str_vt_ticks = NULL, *str_vt_heap = NULL, *str_vt_seq = NULL,
-                *str_vt_history = NULL, *str_blocking = NULL, *str_cancelled = NULL,
-                *str_result = NULL, *str_wake_dropped = NULL, *str_priority = NULL,
+                *str_vt_history = NULL, *str_blocking = NULL, *str_result = NULL,
+                *str_priority = NULL,
                 *str_throw = NULL, *str_close = NULL, *kw_loop = NULL, *ticks_per_second = NULL;
 
 static Py_ssize_t off_callback, off_args, off_cancelled, off_context, off_loop, off_repr,
@@ -449,8 +449,9 @@ future_outcome(PyObject *future)
    The pop loop of VirtualEventLoop._run_once for a loop with no history and not in debug
    mode: every entry due at or before tick ``now`` is removed in order; a native sleep's
    future is resolved, a sleep timer resolves its future, any other live timer goes to the
-   ready queue.  Returns how many fired, how many dead entries were dropped, and the latest
-   float deadline (see call_at) -- ``seconds`` or more.  */
+   ready queue.  Returns how many fired, how many counted dead entries (cancelled handles and
+   sleep timers: a dead native sleep was never counted) were dropped, and the latest float
+   deadline (see call_at) -- ``seconds`` or more.  */
 static PyObject *
 fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -493,7 +494,7 @@ fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int rc = 0;
         if (Py_IS_TYPE(item, waiter_type)) {
             /* set_result refuses a future already done (cancelled, or resolved early): its
-               entry is dead -- the pure path's test too. */
+               entry is dead, and was never counted -- the pure path's test too. */
             PyObject *res = PyObject_CallMethodOneArg(item, str_set_result, Py_None);
             if (res != NULL) {
                 Py_DECREF(res);
@@ -501,7 +502,6 @@ fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             else if (PyErr_ExceptionMatches(invalid_state)) {
                 PyErr_Clear();
-                dead++;
             }
             else {
                 rc = -1;
@@ -1296,8 +1296,8 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
    heap -- the entry _control.sleep pushes -- and yields it, exactly as ``await future``
    does.  Anything else (no virtual loop, history kept, a zero, infinite or unusual delay, a
    bad priority) is handed, at the same moment, to the pure-Python coroutine, which it then
-   drives: the same checks, errors and behaviour.  A cancelled sleep counts its dead entry
-   (loop._vt_wake_dropped()), as the pure one does. */
+   drives: the same checks, errors and behaviour.  A cancelled sleep's entry is dead, and the
+   loop finds it (a waiter's death is never reported: see virtualtime/_engine/_timers.py). */
 
 static PyObject *running_here = NULL; /* virtualtime._engine._loop.RUNNING_HERE */
 static PyObject *py_sleep = NULL;     /* the pure-Python coroutine function */
@@ -1307,8 +1307,7 @@ typedef struct {
     PyObject *delay;
     PyObject *priority;
     PyObject *future; /* the awaited future (fast path), or NULL */
-    PyObject *loop;   /* its loop, or NULL */
-    PyObject *inner;  /* the pure-Python coroutine this one drives, or NULL */
+    PyObject *inner;  /* the pure-Python sleep this one drives, or NULL */
     int state;        /* 0 not started, 1 suspended, 2 finished */
 } Sleep;
 
@@ -1320,7 +1319,6 @@ sleep_traverse(Sleep *self, visitproc visit, void *arg)
     Py_VISIT(self->delay);
     Py_VISIT(self->priority);
     Py_VISIT(self->future);
-    Py_VISIT(self->loop);
     Py_VISIT(self->inner);
     return 0;
 }
@@ -1331,7 +1329,6 @@ sleep_clear(Sleep *self)
     Py_CLEAR(self->delay);
     Py_CLEAR(self->priority);
     Py_CLEAR(self->future);
-    Py_CLEAR(self->loop);
     Py_CLEAR(self->inner);
     return 0;
 }
@@ -1381,7 +1378,6 @@ sleep_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *
     self->delay = Py_NewRef(args[0]);
     self->priority = priority == NULL ? NULL : Py_NewRef(priority);
     self->future = NULL;
-    self->loop = NULL;
     self->inner = NULL;
     self->state = 0;
     PyObject_GC_Track(self);
@@ -1537,33 +1533,12 @@ arm(Sleep *self)
     Py_DECREF(heap);
     Py_DECREF(next_seq);
     Py_DECREF(ticks);
+    Py_DECREF(loop);
     if (future == NULL) {
-        Py_DECREF(loop);
         return -1;
     }
     self->future = future;
-    self->loop = loop;
     return 1;
-}
-
-/* The future was made done by someone else than the loop: count its dead entry. */
-static int
-note_dead(Sleep *self)
-{
-    PyObject *res = PyObject_CallMethodNoArgs(self->future, str_cancelled);
-    if (res == NULL) {
-        return -1;
-    }
-    int cancelled = PyObject_IsTrue(res);
-    Py_DECREF(res);
-    if (cancelled > 0) {
-        res = PyObject_CallMethodNoArgs(self->loop, str_wake_dropped);
-        if (res == NULL) {
-            return -1;
-        }
-        Py_DECREF(res);
-    }
-    return cancelled < 0 ? -1 : 0;
 }
 
 static void
@@ -1571,7 +1546,6 @@ sleep_finish(Sleep *self)
 {
     self->state = 2;
     Py_CLEAR(self->future);
-    Py_CLEAR(self->loop);
 }
 
 static PySendResult
@@ -1621,22 +1595,10 @@ sleep_send(Sleep *self, PyObject *arg, PyObject **presult)
     }
     /* Resumed: the future's result (None), or its exception, as ``await future`` ends. */
     PyObject *res = future_outcome(self->future);
-    if (res == NULL) {
-        /* Cancelled: its entry is dead (note_dead counts only a cancelled future). */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        if (note_dead(self) < 0) {
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-        }
-        else {
-            PyErr_Restore(type, value, tb);
-        }
-        sleep_finish(self);
-        return PYGEN_ERROR;
-    }
     sleep_finish(self);
+    if (res == NULL) {
+        return PYGEN_ERROR; /* cancelled: its entry is dead, and the loop finds it */
+    }
     *presult = res;
     return PYGEN_RETURN;
 }
@@ -1776,15 +1738,7 @@ sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
     if (exc == NULL) {
         return NULL;
     }
-    if (self->state == 1 && self->future != NULL) {
-        /* Raised at ``await future``: a cancelled future's entry is dead. */
-        if (note_dead(self) < 0) {
-            Py_DECREF(exc);
-            sleep_finish(self);
-            return NULL;
-        }
-    }
-    sleep_finish(self);
+    sleep_finish(self); /* raised at ``await future``; a cancelled future's entry is dead */
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
     return NULL;
@@ -2523,9 +2477,7 @@ PyInit__cwake(void)
     str_vt_seq = PyUnicode_InternFromString("_vt_seq");
     str_vt_history = PyUnicode_InternFromString("_vt_history");
     str_blocking = PyUnicode_InternFromString("_asyncio_future_blocking");
-    str_cancelled = PyUnicode_InternFromString("cancelled");
     str_result = PyUnicode_InternFromString("result");
-    str_wake_dropped = PyUnicode_InternFromString("_vt_wake_dropped");
     str_priority = PyUnicode_InternFromString("priority");
     str_fast = PyUnicode_InternFromString("_fast");
     str_native = PyUnicode_InternFromString("_native");
@@ -2541,7 +2493,7 @@ PyInit__cwake(void)
     str_clock = PyUnicode_InternFromString("_clock");
     if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed || !str_loop ||
         !str_vt_ticks || !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
-        !str_cancelled || !str_result || !str_wake_dropped || !str_priority || !str_fast ||
+        !str_result || !str_priority || !str_fast ||
         !str_native || !str_env_loop || !str_pending || !str_target || !str_ready ||
         !str_unstarted || !str_general || !str_throw || !str_close || !str_final ||
         !str_clock) {

@@ -1063,9 +1063,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         The contract: ``future`` is a plain ``loop.create_future()`` of this loop, and
         ``delay`` a checked float or int >= 0 (``math.inf``: never).  Whoever makes the future
-        done *before* the loop does -- cancels it, or resolves it early -- must then call
-        :meth:`_vt_wake_dropped` once, as ``TimerHandle.cancel()`` reports itself, so that dead
-        entries are counted and purged.  History and traces see the wake-up like a sleep's.
+        done *before* the loop does -- cancels it, or resolves it early -- need tell nobody:
+        the entry is dead from then on, and the loop finds it (see
+        :mod:`virtualtime._engine._timers`).  History and traces see the wake-up like a
+        sleep's.
         """
         ticks = self._vt_ticks
         if delay > 0:
@@ -1124,10 +1125,6 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             return False
         step = round(delay * TICKS_PER_SECOND)
         return self._vt_jump_to(self._vt_ticks + (step if step > 0 else 1), task)
-
-    def _vt_wake_dropped(self) -> None:
-        """A future given to :meth:`_vt_wake_after` was made done before its instant."""
-        self._vt_timers.cancelled += 1
 
     def call_at(  # type: ignore[override]
         self,
@@ -1366,13 +1363,15 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             and world.calm_at == world.changes  # world.calm(), inlined
             and _thread_table_size() == 1
             and not self._stopping  # asyncio-private: set by stop().
-            and heap[0][0] < self._vt_beyond  # not never, nor past a watched horizon
+            and (first := heap[0])[0] < self._vt_beyond  # not never, nor past a watched horizon
+            # A dead waiter is never counted (see _timers): time must not jump to one.
+            and (type(item := first[3]) is not _WAITER or not item.done())
         ):
             # The plain round, the common case of a simulation and of most tests: pure
             # virtual time, nothing ready, no dead entry to drop, nothing outside.  It makes
             # exactly the decisions of the general round below (jump to the head), with a
             # tenth of its tests: each of these is a state the loop keeps up to date.
-            now = heap[0][0]
+            now = first[0]
             if now > self._vt_ticks:  # _vt_set_ticks, inlined
                 self._vt_ticks = now
                 seconds = now / TICKS_PER_SECOND
@@ -1382,7 +1381,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             history = None
             direct = True
         else:
-            if timers.cancelled:
+            if (
+                timers.cancelled
+                or len(heap) >= timers.scan_at
+                or (heap and type(item := heap[0][3]) is _WAITER and item.done())
+            ):
+                # Cancelled handles, a heap due for its scan, or a dead waiter at the head
+                # (waiters' deaths are found, not counted: see _timers): drop them before
+                # time moves.
                 timers.purge()
             if ready or self._stopping:
                 if self._vt_selector.registered > 1:
@@ -1422,12 +1428,11 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 handle = entry[3]
                 if type(handle) is _WAITER:
                     # A native sleep (_vt_wake_after): the entry is the future itself.  A
-                    # future already done (cancelled, and counted by whoever cancelled it --
-                    # a signal handler included) refuses its result: the entry is dead.
+                    # future already done (cancelled -- by a signal handler too -- or resolved
+                    # early) refuses its result: the entry is dead, and was never counted.
                     try:
                         handle.set_result(None)
                     except _InvalidStateError:
-                        timers.cancelled -= 1
                         if history is not None:
                             self._vt_scheduled_at.pop(entry[2], None)
                         continue

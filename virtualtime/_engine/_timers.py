@@ -14,16 +14,33 @@ An entry's *item* is one of three things.
 * A *waiter*: an :class:`asyncio.Future` of the exact stock type (what
   ``loop.create_future()`` returns), which the entry resolves when it fires -- the native
   sleep's entry, with no handle at all -- and which is dead once it is done (cancelled, or
-  resolved early by its owner).  Whoever kills a waiter calls :meth:`TimerQueue.note_cancelled`,
-  as ``TimerHandle.cancel()`` does for a handle.
+  resolved early by its owner).  A waiter's death is never reported (see below).
 * A :class:`SleepTimer`: the timer of an ``asyncio.sleep``, which resolves one future with one
   value and is at once the entry's item and the handle ``call_later`` returns.  It is dead
   once cancelled (counted, by its :meth:`~SleepTimer.cancel`) or once its future is done (not
   counted: found when the entry reaches the head, or by :meth:`TimerQueue.compact`).
 
-A dead item stays in the heap until it reaches the head or until dead entries are a quarter of
-the heap, when :meth:`TimerQueue.compact` rebuilds it without them -- the same bargain stock
-asyncio makes, so that cancelling a timer is O(1).
+Two kinds of death, then.  A handle's or a sleep timer's cancellation is *reported* (counted in
+:attr:`TimerQueue.cancelled`), as stock asyncio counts cancelled timers.  A waiter's is only
+*discovered*: a waiter dies when its task is cancelled, inside ``Task.cancel()`` (C code that
+calls nobody back), and the native sleep that armed it keeps no frame of its own while it
+waits, so nobody is there to report it (a Python frame per pending sleep would weigh as much
+as the future and the heap entry together).  So the queue never counts a waiter's death, and
+finds dead waiters itself:
+
+* at the head: before the loop moves time to the head it makes sure the head is alive
+  (:func:`is_dead`, :meth:`TimerQueue.purge`), so time never jumps to an instant where only
+  dead waiters were due;
+* by a scan: once the heap has grown to twice the live entries it held after the last scan
+  (:attr:`TimerQueue.scan_at`, at least :data:`SCAN_MIN`), :meth:`TimerQueue.compact`
+  rebuilds it without any dead entry.  A scan of n entries comes after at least n/2 pushes,
+  so it costs O(1) per push, and dead waiters cannot pile up however long they would wait
+  (a watchdog that gives up a day-long sleep every second), as stock asyncio's counting
+  keeps cancelled timers from piling up.
+
+A dead entry of either kind stays in the heap until it reaches the head or until one of the
+two triggers rebuilds the heap without it: reported deaths past a quarter of the heap, or the
+growth scan -- so that cancelling a timer is O(1).
 
 The loop reads :attr:`heap` directly on its hottest path (``heap[0][0]`` is the next tick),
 and pops due entries with :func:`heapq.heappop`; everything that changes the heap's shape
@@ -36,23 +53,22 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from .._shared._time import NEVER, TICKS_PER_SECOND
 
-__all__ = ["NEVER", "WAITER", "Entry", "SleepTimer", "TimerQueue", "is_dead"]
+__all__ = ["NEVER", "SCAN_MIN", "WAITER", "Entry", "SleepTimer", "TimerQueue", "is_dead"]
 
 
 COMPACT_MIN: Final = 256
 """Cancelled entries are purged once there are more than this many and they are a quarter."""
 
+SCAN_MIN: Final = 1024
+"""The smallest heap the growth scan looks through for dead waiters (``TimerQueue.scan_at``)."""
+
 
 WAITER: Final = asyncio.Future
 """The type of a waiter item: the stock future (``_asyncio.Future`` where it is compiled)."""
-
-
-class _Item(Protocol):
-    _cancelled: bool
 
 
 _CANCELLED: Final = object()  # a SleepTimer's result once it is cancelled
@@ -119,10 +135,10 @@ _FLAGLESS: Final = (WAITER, SleepTimer)  # the items with no _scheduled flag
 
 
 def _leave(item: Any) -> bool:
-    """``item``'s entry leaves the heap: mark it so and say whether its death was counted."""
+    """``item``'s dead entry leaves the heap: mark it so and say whether its death was counted."""
     kind = type(item)
     if kind is WAITER:
-        return True  # whoever killed it counted it (a live one is never discarded)
+        return False  # a waiter's death is discovered, never counted
     if kind is SleepTimer:
         counted = item._future is None  # cancelled in the heap; else its future is done
         item._future = None  # a cancel() from now on counts nothing
@@ -143,17 +159,17 @@ class TimerQueue:
     the queue throws away, so that side tables keyed by ``seq`` can forget it too.
     """
 
-    __slots__ = ("cancelled", "heap", "next_seq", "on_discard")
+    __slots__ = ("cancelled", "heap", "next_seq", "on_discard", "scan_at")
 
     def __init__(self, on_discard: Callable[[int], object] | None = None) -> None:
         self.heap: list[Entry] = []
         self.cancelled = 0
-        """How many entries in :attr:`heap` are cancelled (maintained by :meth:`note_cancelled`).
-
-        Exact as a sum, not at every moment: a waiter's killer counts it when the sleeper next
-        runs, and its entry may leave the heap (and be subtracted) before that, so the count
-        can be one low -- below zero included -- until then.  Any non-zero count makes the
-        loop purge, which is all it is for."""
+        """How many handles and sleep timers in :attr:`heap` are cancelled (maintained by
+        :meth:`note_cancelled`); dead waiters are not counted.  Any non-zero count makes the
+        loop purge before it moves time."""
+        self.scan_at = SCAN_MIN
+        """The heap size at which :meth:`purge` scans the whole heap for dead waiters: twice
+        the live entries left by the last scan, and never below :data:`SCAN_MIN`."""
         self.on_discard = on_discard
         self.next_seq: Callable[[], int] = itertools.count().__next__
         """A fresh sequence number (entries pushed later compare later at equal keys); a C
@@ -166,42 +182,47 @@ class TimerQueue:
         """The entries in heap order (not sorted), cancelled ones included."""
         return iter(self.heap)
 
-    def push(self, ticks: int, priority: int, item: _Item) -> int:
-        """Add ``item`` due at ``ticks``; returns its sequence number."""
+    def push(self, ticks: int, priority: int, item: object) -> int:
+        """Add ``item`` (a handle, a waiter or a sleep timer) due at ``ticks``; returns its
+        sequence number."""
         seq = self.next_seq()
         heapq.heappush(self.heap, (ticks, priority, seq, item))
         return seq
 
     def note_cancelled(self) -> None:
-        """An item still in the heap was cancelled (call once per item)."""
+        """A handle still in the heap was cancelled (call once per handle)."""
         self.cancelled += 1
 
     def purge(self) -> None:
-        """Drop cancelled entries: all of them if they are many, else those at the head."""
-        if self.cancelled > COMPACT_MIN and self.cancelled * 4 > len(self.heap):
+        """Drop dead entries: all of them if many are cancelled or the heap has grown past
+        :attr:`scan_at`, else those at the head."""
+        heap = self.heap
+        if len(heap) >= self.scan_at or (
+            self.cancelled > COMPACT_MIN and self.cancelled * 4 > len(heap)
+        ):
             self.compact()
             return
-        heap = self.heap
         while heap and is_dead(heap[0][3]):
             self._discard(heapq.heappop(heap))
 
     def compact(self) -> None:
-        """Rebuild the heap without its cancelled entries."""
+        """Rebuild the heap without its dead entries."""
         live = []
         counted = 0
+        on_discard = self.on_discard
         for entry in self.heap:
             item = entry[3]
             if is_dead(item):
                 counted += _leave(item)
-                if self.on_discard is not None:
-                    self.on_discard(entry[2])
+                if on_discard is not None:
+                    on_discard(entry[2])
             else:
                 live.append(entry)
-        heapq.heapify(live)
-        self.heap[:] = live  # in place: the loop holds a reference to this list
-        # Not a reset to 0: a waiter killed but not yet counted (its sleeper counts when it
-        # next runs) was subtracted here already, and its late count brings the sum back.
+        if len(live) < len(self.heap):
+            heapq.heapify(live)
+            self.heap[:] = live  # in place: the loop holds a reference to this list
         self.cancelled -= counted
+        self.scan_at = max(SCAN_MIN, 2 * len(live))
 
     def _discard(self, entry: Entry) -> None:
         if _leave(entry[3]):
@@ -241,3 +262,4 @@ class TimerQueue:
         """Forget every entry."""
         self.heap.clear()
         self.cancelled = 0
+        self.scan_at = SCAN_MIN

@@ -1007,14 +1007,10 @@ _new_sleep: Final = _SleepBase.__new__
 
 
 def _drop_native(future: asyncio.Future[Any]) -> None:
-    """A native wait (:func:`~._fast.wake_after`) given up: if the loop did not resolve it
-    itself, make it done and tell the loop its heap entry is dead."""
-    if future.done():
-        if not future.cancelled() and future.exception() is None:
-            return  # the loop resolved it: its entry is gone already
-    else:
+    """A native wait (:func:`~._fast.wake_after`) given up: make it done if the loop has not
+    resolved it, so that its heap entry is dead (the loop finds dead entries itself)."""
+    if not future.done():
         future.cancel()
-    future.get_loop()._vt_wake_dropped()  # type: ignore[attr-defined]
 
 
 async def _sleep_anyio(env: Simulation, delay: float) -> None:

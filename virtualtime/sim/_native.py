@@ -3,11 +3,10 @@
 The kit sleeps on the loop's native wait (``VirtualEventLoop._vt_wake_after``, what
 ``virtualtime.sleep`` is made of): the future itself waits in the loop's timer heap, with no
 timer handle and no callback, and the loop resolves it in timer order.  An interrupt or a
-cancellation that resolves it first tells the loop its heap entry is dead
-(``_vt_wake_dropped``).  The kit reads the clock from the loop's own attribute, without a
-Python frame.  On any other asyncio loop (:func:`native_loop` is False) the kit uses
-``call_later`` and ``loop.time``.  The loop state used here is pinned by
-``tests/test_sim_kit_fast.py``.
+cancellation that resolves it first leaves its heap entry dead, and the loop finds it.  The
+kit reads the clock from the loop's own attribute, without a Python frame.  On any other
+asyncio loop (:func:`native_loop` is False) the kit uses ``call_later`` and ``loop.time``.
+The loop state used here is pinned by ``tests/test_sim_kit_fast.py``.
 """
 
 from __future__ import annotations
@@ -66,9 +65,9 @@ def wake_after(loop: Any, delay: float, future: asyncio.Future[Any]) -> None:
 
     The loop's native wait (``VirtualEventLoop._vt_wake_after``, what ``virtualtime.sleep``
     is made of): the future itself waits in the loop's timer heap, in timer order, with no
-    timer handle and no callback.  ``delay`` is a checked number >= 0.  Whoever resolves the
-    future before the loop does (an interrupt, a cancellation) must call
-    ``loop._vt_wake_dropped()`` once.  Only for a loop :func:`native_loop` accepts.
+    timer handle and no callback.  ``delay`` is a checked number >= 0.  A future resolved
+    before the loop resolves it (an interrupt, a cancellation) leaves a dead entry, which the
+    loop finds by itself.  Only for a loop :func:`native_loop` accepts.
     """
     if push_after is not None and 0 < delay < FAR and loop._vt_history is None:
         # The compiled core pushes the same entry _vt_wake_after would, in one C call.
