@@ -86,12 +86,16 @@ ANYIOS_PATH: list[object] = [
 """The last two levels of a sleep that took anyio's own path, above its future."""
 
 
-NATIVE: object = _control.pure_sleep.__code__ if _loop.core is None else _loop.core.Sleep
-"""The level a chain ends in, above its future, when it took virtualtime.sleep."""
+ANYIO_SLEEP: object = anyio.sleep.__code__
 
 
 def takes_native_sleep(levels: list[object]) -> bool:
-    return levels[-2] is NATIVE
+    """Did the chain take virtualtime.sleep?  The compiled core's Sleep stands just above its
+    future; the pure-Python one keeps no level of its own, so anyio's ``sleep`` awaits the
+    future's iterator directly."""
+    if _loop.core is not None:
+        return levels[-2] is _loop.core.Sleep
+    return levels[-2] is ANYIO_SLEEP and getattr(levels[-1], "__name__", "") == "FutureIter"
 
 
 def random_anyio_program(seed: int) -> Callable[[], Coroutine[Any, Any, list[Any]]]:

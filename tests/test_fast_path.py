@@ -369,6 +369,8 @@ def test_a_native_sleep_is_a_coroutine_to_asyncio_on_either_path() -> None:
         coro = virtualtime.sleep(0.5)
         assert asyncio.iscoroutine(coro)
         task = asyncio.create_task(coro)  # a task around the sleep itself
+        await asyncio.sleep(0)
+        assert "coro=<sleep()>" in repr(task)  # what asyncio shows of a coroutine
         await task
         assert task.result() is None
         seen.append(loop.time())

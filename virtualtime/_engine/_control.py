@@ -37,7 +37,9 @@ import heapq
 import math
 import sys
 import typing
-from typing import TYPE_CHECKING, Final
+import warnings
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Final
 
 from .._clocks._patch import wall_datetime
 from .._shared._errors import InvalidTypeError, UsageError
@@ -49,6 +51,7 @@ from ._loop import core as _core
 
 _Future: Final = asyncio.Future
 _heappush: Final = heapq.heappush
+_iter: Final = iter
 _FAR: Final = 1e18
 """Longest delay (seconds) :func:`sleep` schedules inline (as the loop's ``call_later``)."""
 
@@ -188,15 +191,23 @@ async def sleep(delay: float, *, priority: int = 0) -> None:
     """Sleep ``delay`` virtual seconds; at one instant smaller ``priority`` wakes first.
 
     The fastest way to wait on the virtual loop -- cheaper than :func:`asyncio.sleep`, which
-    needs a timer handle and a callback -- and the one to use when the order of same-instant
-    wake-ups matters (a sensor that must read before the controller acts).  Within one
-    priority, first to sleep is first to wake.  ``delay`` must be >= 0 (``math.inf`` sleeps
-    until cancelled).  Cancellation, ``asyncio.timeout``, ``wait_for`` and anyio's cancel
-    scopes act on it exactly as on ``asyncio.sleep``.  With the compiled core this name is a
-    compiled function whose result asyncio treats as a coroutine (without a Python frame), so
-    ``inspect.iscoroutinefunction(virtualtime.sleep)`` is False there.
+    needs a timer handle and a callback, and about 300 bytes lighter per pending sleep -- and
+    the one to use when the order of same-instant wake-ups matters (a sensor that must read
+    before the controller acts).  Within one priority, first to sleep is first to wake.
+    ``delay`` must be >= 0 (``math.inf`` sleeps until cancelled).  Cancellation,
+    ``asyncio.timeout``, ``wait_for`` and anyio's cancel scopes act on it exactly as on
+    ``asyncio.sleep``.
+
+    What it returns behaves as a coroutine in every way asyncio and anyio look at
+    (``create_task``, ``gather``, ``wait_for``, ``send``/``throw``/``close``, a warning when
+    it is never awaited), but it is not a Python coroutine object: awaited, it puts its
+    future straight into the loop's timer heap and keeps no frame while it waits.  So
+    ``inspect.iscoroutinefunction(virtualtime.sleep)`` is False, and a task blocked in it
+    shows the future itself as what it awaits.
     """
-    # The common case costs two checks; anything unusual gets the full validation.
+    # The general way, for what the frame-free sleeps below hand over: a delay that is zero,
+    # infinite, far or not a plain number, a bad priority, a loop keeping history, or no
+    # virtual loop at all.  The common case never gets here.
     if (type(delay) not in _NUMBERS or not delay >= 0) and delay != math.inf:
         delay = check_delay("delay", delay)
     if type(priority) is not int:
@@ -205,33 +216,173 @@ async def sleep(delay: float, *, priority: int = 0) -> None:
     if loop is None:  # raises when no virtual loop runs here
         loop = running_virtual_loop("virtualtime.sleep()")
     future: asyncio.Future[None] = _Future(loop=loop)
-    if 0 < delay < _FAR and loop._vt_history is None:
-        # No timer handle: the future itself waits in the loop's heap, and the loop resolves
-        # it in timer order (VirtualEventLoop._vt_wake_after, inlined for the common case).
-        step = round(delay * _TICKS_PER_SECOND)
-        _heappush(
-            loop._vt_heap,
-            (loop._vt_ticks + (step if step > 0 else 1), priority, loop._vt_seq(), future),
-        )
-    else:
-        loop._vt_wake_after(delay, future, priority)
+    loop._vt_wake_after(delay, future, priority)
     # A cancellation leaves the entry dead in the heap; the loop finds it (see _timers).
     await future
 
 
-pure_sleep: Final = sleep
-"""The pure-Python :func:`sleep`: the reference the compiled one follows, and its fallback."""
+general_sleep: Final = sleep
+"""The coroutine both frame-free sleeps (:class:`PureSleep` and the compiled core's) hand
+whatever is unusual to: the reference for their checks, errors and behaviour."""
+
+_ENDED: Final[Any] = general_sleep(0)
+_ENDED.close()
+"""What a finished :class:`PureSleep` hands ``send``/``throw``/``close`` to: a closed coroutine,
+which answers them exactly as a finished coroutine does."""
+
+
+class PureSleep:
+    """A :func:`virtualtime.sleep` on the pure-Python path: a coroutine with no frame.
+
+    An ``async def`` sleep would keep its coroutine frame (about 260 bytes) and a future
+    iterator alive for as long as it waits; a pending sleep is otherwise a task, the user's
+    coroutine, a future and a heap entry, so the frame was a fifth of the whole.  This object
+    holds the arguments until it is awaited, and ``__await__`` does what the coroutine's
+    first step did: it pushes the future straight into the loop's timer heap and hands the
+    awaiter the future's own iterator, so nothing of the sleep's is left but the future and
+    its entry.  The compiled core's ``Sleep`` (``_cwake.c``) is the same idea in C.
+
+    A sleep's cancellation needs no report: its entry is dead from then on, and the loop finds
+    it (see :mod:`virtualtime._engine._timers`).  Anything unusual is handed, at the same
+    moment, to :data:`general_sleep`.  ``send``, ``throw`` and ``close`` make it a coroutine
+    for a task that wraps it (``create_task(virtualtime.sleep(1))``, ``gather``, ``wait_for``).
+
+    Its state is its class: :func:`pure_sleep` makes an ``_Unawaited``, which warns when it is
+    dropped never awaited (as a forgotten coroutine does) and becomes a ``_Started`` the
+    moment it is awaited, started or closed.  Changing the class costs less than a
+    ``__del__`` that every sleep would run, since only the forgotten ones need one.
+    """
+
+    __slots__ = ("_delay", "_inner", "_priority")
+    __name__ = "sleep"  # what asyncio's task repr shows: ``coro=<sleep()>``
+    _delay: Any
+    _priority: Any
+    _inner: Any
+    """What ``send``/``throw``/``close`` go to: None until a task or a driver starts the sleep."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        # Only a started sleep gets here (_Unawaited has its own): awaited twice, it raises
+        # the finished coroutine's own RuntimeError.
+        return typing.cast("Generator[Any, None, None]", _ENDED.__await__())
+
+    # A task driving the sleep itself (create_task, gather, wait_for) or a hand-written driver:
+    # each call goes to what __await__ returned, and a finished sleep answers as a finished
+    # coroutine does.
+
+    def send(self, value: Any) -> Any:
+        """As ``coroutine.send()``."""
+        inner = self._inner
+        if inner is None:
+            if value is not None and type(self) is _Unawaited:
+                # Refused before anything starts, with a just-started coroutine's TypeError.
+                probe = general_sleep(0)
+                try:
+                    return probe.send(value)
+                finally:
+                    probe.close()
+            inner = self._inner = self.__await__()
+        try:
+            return inner.send(value)
+        except BaseException:
+            self._inner = _ENDED
+            raise
+
+    def throw(self, *args: Any) -> Any:
+        """As ``coroutine.throw()``: before the sleep starts, the exception ends it at once."""
+        inner = self._inner
+        if inner is None:
+            self.__class__ = _Started
+            inner = general_sleep(0)  # a coroutine not started: throw() raises at its start
+        try:
+            return inner.throw(*args)
+        except BaseException:
+            self._inner = _ENDED
+            raise
+
+    def close(self) -> None:
+        """As ``coroutine.close()``: a sleep closed before it started warns of nothing."""
+        inner = self._inner
+        self.__class__ = _Started
+        self._inner = _ENDED
+        if inner is not None:
+            inner.close()
+
+    @property
+    def cr_await(self) -> Any:
+        """What the sleep waits on while a task drives it, else None."""
+        inner = self._inner
+        return None if inner is None or inner is _ENDED else inner
+
+    cr_running = False
+    cr_frame = None
+    cr_code = None
+
+    def __repr__(self) -> str:
+        return f"<virtualtime.sleep object at {id(self):#x}>"
+
+
+class _Started(PureSleep):
+    """A sleep that was awaited, started or closed."""
+
+    __slots__ = ()
+
+
+class _Unawaited(PureSleep):
+    """A sleep not awaited yet: what :func:`pure_sleep` returns."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        self.__class__ = _Started  # type: ignore[assignment]  # the state change (see PureSleep)
+        delay = self._delay
+        loop = _running_here.loop
+        if (
+            type(delay) in _NUMBERS
+            and 0 < delay < _FAR
+            and loop is not None
+            and loop._vt_history is None
+            and type(self._priority) is int
+        ):
+            # VirtualEventLoop._vt_wake_after, inlined for the common case.
+            future: asyncio.Future[None] = _Future(loop=loop)
+            step = round(delay * _TICKS_PER_SECOND)
+            _heappush(
+                loop._vt_heap,
+                (loop._vt_ticks + (step or 1), self._priority, loop._vt_seq(), future),
+            )
+            return _iter(future)  # what ``await future`` awaits: the future's C iterator
+        return general_sleep(delay, priority=self._priority).__await__()
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # A default, not a global: a sleep dropped at interpreter shutdown still finds it.
+        _warn("coroutine 'virtualtime.sleep' was never awaited", RuntimeWarning, 2)
+
+
+collections.abc.Coroutine.register(PureSleep)
+_new_sleep: Final = _Unawaited
+
+
+def pure_sleep(delay: float, *, priority: int = 0) -> PureSleep:
+    """The pure-Python :func:`sleep`: what ``virtualtime.sleep`` is without the compiled core."""
+    made = _new_sleep()
+    made._delay = delay
+    made._priority = priority
+    made._inner = None
+    return made
+
 
 if _core is not None:
     # The compiled core's sleep (virtualtime/_engine/_cwake.c): the same entry in the same heap,
-    # the same future, with no Python frame and a few dozen bytes per pending sleep instead of
-    # a coroutine frame.  It hands whatever is unusual (no virtual loop, history kept, a zero,
-    # infinite or bad delay) to pure_sleep.  What it returns is a coroutine to asyncio
-    # (registered below: create_task, wait_for and gather take it).  Bound through globals()
-    # so that type checkers and the API docs keep reading the async def above.
-    _core.setup_sleep(_running_here, pure_sleep)
+    # the same future, and a few dozen bytes per pending sleep.  It hands whatever is unusual
+    # (no virtual loop, history kept, a zero, infinite or bad delay) to general_sleep.  What
+    # it returns is a coroutine to asyncio (registered below: create_task, wait_for and gather
+    # take it).  Bound through globals() so that type checkers and the API docs keep reading
+    # the async def above.
+    _core.setup_sleep(_running_here, general_sleep)
     collections.abc.Coroutine.register(_core.Sleep)
     globals()["sleep"] = _core.sleep
+else:
+    globals()["sleep"] = pure_sleep
 
 
 async def sleep_until(when: float, *, priority: int = 0) -> None:
