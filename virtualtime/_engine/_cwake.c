@@ -1289,18 +1289,18 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* sleep(delay, *, priority=0): virtualtime.sleep, compiled.
 
-   It returns a Sleep, an awaitable that behaves as the coroutine of the pure-Python
-   ``virtualtime._engine._control.sleep`` (the reference) does, without a Python frame: awaited
-   in a task of a running virtual loop that keeps no history, with a finite float or int
-   delay 0 < delay < 1e18 and an int priority, it pushes its future straight into the loop's
-   heap -- the entry _control.sleep pushes -- and yields it, exactly as ``await future``
-   does.  Anything else (no virtual loop, history kept, a zero, infinite or unusual delay, a
-   bad priority) is handed, at the same moment, to the pure-Python coroutine, which it then
-   drives: the same checks, errors and behaviour.  A cancelled sleep's entry is dead, and the
+   It returns a Sleep, an awaitable that behaves as the pure-Python ``PureSleep`` of
+   virtualtime/_engine/_control.py does, in C: awaited in a task of a running virtual loop
+   that keeps no history, with a finite float or int delay 0 < delay < 1e18 and an int
+   priority, it pushes its future straight into the loop's heap -- the entry PureSleep
+   pushes -- and yields it, exactly as ``await future`` does.  Anything else (no virtual loop,
+   history kept, a zero, infinite or unusual delay, a bad priority) is handed, at the same
+   moment, to the coroutine ``_control.general_sleep`` (the reference), which it then drives:
+   the same checks, errors and behaviour.  A cancelled sleep's entry is dead, and the
    loop finds it (a waiter's death is never reported: see virtualtime/_engine/_timers.py). */
 
 static PyObject *running_here = NULL; /* virtualtime._engine._loop.RUNNING_HERE */
-static PyObject *py_sleep = NULL;     /* the pure-Python coroutine function */
+static PyObject *py_sleep = NULL;     /* _control.general_sleep, a coroutine function */
 
 typedef struct {
     PyObject_HEAD
@@ -1384,7 +1384,7 @@ sleep_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *
     return (PyObject *)self;
 }
 
-/* The pure-Python coroutine for this sleep's arguments (a new reference). */
+/* The general_sleep coroutine for this sleep's arguments (a new reference). */
 static PyObject *
 make_inner(Sleep *self)
 {
@@ -1438,7 +1438,7 @@ due_ticks(PyObject *ticks, PyObject *delay)
 }
 
 /* A new future of ``loop`` in the heap: the entry (ticks + step(delay), priority, next_seq(),
-   future) -- what _control.sleep and the kit's sleep push.  Returns the future (a new
+   future) -- what _control's sleeps and the kit's sleep push.  Returns the future (a new
    reference), or NULL with an error set.  ``priority`` NULL means 0. */
 static PyObject *
 push_waiter(PyObject *loop, PyObject *heap, PyObject *next_seq, PyObject *ticks, PyObject *delay,
@@ -1523,7 +1523,7 @@ arm(Sleep *self)
     if (history != Py_None || !PyList_CheckExact(heap)) {
         Py_DECREF(dict);
         Py_DECREF(loop);
-        return 0; /* a kept history (or something unexpected): the pure coroutine's way */
+        return 0; /* a kept history (or something unexpected): general_sleep's way */
     }
     Py_INCREF(heap);
     Py_INCREF(next_seq);
@@ -1753,7 +1753,7 @@ sleep_close(Sleep *self, PyObject *unused)
         Py_CLEAR(self->inner);
         return res;
     }
-    /* As the pure coroutine closed at ``await future``: GeneratorExit, nothing counted. */
+    /* As a coroutine closed at ``await future``: GeneratorExit; the entry is left alive. */
     sleep_finish(self);
     Py_RETURN_NONE;
 }
@@ -2449,7 +2449,7 @@ static PyMethodDef methods[] = {
     {"sleep", (PyCFunction)(void (*)(void))sleep_call, METH_FASTCALL | METH_KEYWORDS,
      "sleep(delay, *, priority=0)\n--\n\n"
      "virtualtime.sleep, compiled: sleep ``delay`` virtual seconds; at one instant smaller\n"
-     "``priority`` wakes first (see the pure-Python virtualtime._engine._control.sleep)."},
+     "``priority`` wakes first (see virtualtime._engine._control.sleep)."},
     {NULL, NULL, 0, NULL},
 };
 
