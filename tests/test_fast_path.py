@@ -261,7 +261,7 @@ def test_cancelled_native_sleeps_are_never_counted_and_the_growth_scan_drops_the
 
 
 @pytest.mark.parametrize("path", ["fast", "general"])
-def test_dead_native_entries_stay_fewer_than_the_live_ones_however_long_they_would_wait(
+def test_dead_native_entries_cannot_pile_up_however_long_they_would_wait(
     path: str,
 ) -> None:
     # A watchdog that gives up a day-long sleep every second: each leaves a dead entry due a
