@@ -30,11 +30,10 @@ else can happen first); on another trio clock, on a ``trio.CancelScope`` deadlin
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
-import sniffio
-
-__all__ = ["asyncio_loop", "jump_by", "jump_to", "set_result", "trio_module"]
+__all__ = ["asyncio_loop", "current_library", "jump_by", "jump_to", "set_result", "trio_module"]
 
 try:
     from .._engine._loop import set_result_unless_cancelled as set_result
@@ -59,11 +58,44 @@ def trio_module() -> Any:
     return _trio
 
 
+def _in_trio_task() -> bool:
+    """Is the calling code a trio task?  Never imports trio: if nobody has, nothing runs on it."""
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return False
+    lowlevel = trio.lowlevel
+    in_task = getattr(lowlevel, "in_trio_task", None)  # trio >= 0.26
+    if in_task is not None:
+        return bool(in_task())
+    try:
+        lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+def current_library() -> str | None:
+    """``"asyncio"``, ``"trio"``, or None outside any running async library.
+
+    What the kit needs to know to pick its waits, asked of the libraries themselves (no
+    helper package): trio is asked whether this is a trio task, and only if trio is already
+    imported; otherwise the running asyncio loop decides.  trio is asked even when an
+    asyncio loop runs, because a trio run in guest mode lives inside one.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return "trio" if _in_trio_task() else None
+    return "trio" if _in_trio_task() else "asyncio"
+
+
 def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     """The running asyncio loop, or None on another async library (trio)."""
-    if sniffio.current_async_library() == "asyncio":
-        return asyncio.get_running_loop()
-    return None
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return None if _in_trio_task() else loop
 
 
 def jump_to(loop: Any, ticks: int, task: asyncio.Task[Any] | None) -> bool:

@@ -63,10 +63,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import anyio
-import sniffio
 
 from .._shared._errors import DeadlockError, UsageError, VirtualTimeError
 from .._shared._time import check_delay, delay_ticks, to_seconds, to_ticks
+from ._fast import current_library as _current_library
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
 from ._fast import trio_module
@@ -414,8 +414,13 @@ class Simulation:
     async def __aenter__(self) -> Simulation:
         if self._entered:
             raise UsageError("a Simulation can be entered once")
+        library = _current_library()
+        if library is None:
+            raise UsageError(
+                "a Simulation runs inside asyncio or trio: enter it with 'async with' from a "
+                "running loop, or use sim.simulate(...) from synchronous code"
+            )
         self._entered = True
-        library = sniffio.current_async_library()
         if library == "asyncio":
             self._loop = loop = asyncio.get_running_loop()
             self._fast = True

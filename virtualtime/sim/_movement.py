@@ -686,7 +686,7 @@ class Vehicle(Generic[P]):
     def _now(self) -> int:
         try:
             return to_ticks(anyio.current_time())
-        except RuntimeError as error:  # sniffio's "no async library" is a RuntimeError
+        except RuntimeError as error:  # anyio's "no event loop" is a RuntimeError
             raise UsageError(
                 f"{self.name!r} can only be commanded from inside a running event loop "
                 "(asyncio or trio, through anyio)"
