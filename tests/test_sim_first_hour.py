@@ -61,3 +61,37 @@ def test_a_simulation_entered_outside_any_loop_is_a_usage_error() -> None:
     with pytest.raises(virtualtime.UsageError, match="runs inside asyncio or trio"):
         coro.send(None)
     assert env.processes == []
+
+
+# --------------------------------------------------------------------------- clean-up order
+
+_CLEANUP_MODEL = """
+from virtualtime import sim
+
+def cleanup_order(backend):
+    cancelled = []
+
+    async def worker(n):
+        try:
+            await sim.sleep(100 + n)  # still waiting when the run ends
+        finally:
+            cancelled.append(n)
+
+    async def main():
+        for n in range(20):
+            sim.start(worker(n))
+        await sim.sleep(1000)
+
+    sim.simulate(main, until=10, backend=backend)
+    return cancelled
+
+print(cleanup_order("asyncio"), cleanup_order("trio"))
+"""
+
+
+def test_processes_left_at_the_end_are_cancelled_in_start_order_in_every_run() -> None:
+    """The order of clean-up is part of the run: ``finally`` blocks that record statistics see
+    it.  A set of processes made it vary with the address of each object (run to run)."""
+    start_order = list(range(20))
+    seen = {_run_python(_CLEANUP_MODEL) for _ in range(15)}
+    assert seen == {f"{start_order} {start_order}\n"}

@@ -379,7 +379,8 @@ class Simulation:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: Any = None
         self._clock: Callable[[], float] = _no_clock
-        self._live: set[Process[Any]] = set()
+        self._live: dict[Process[Any], None] = {}  # in start order (clean-up follows it)
+        self._closing = False
         self._failure: BaseException | None = None
         self._halt: Waiter | None = None
         self._final: float | None = None
@@ -462,14 +463,35 @@ class Simulation:
             raise failure
 
     async def _cancel_all(self) -> None:
+        """Cancel the processes still running, in the order they were started, on every
+        backend: their ``finally`` blocks (which often record statistics) run in that order,
+        the same in every run."""
+        self._closing = True
         if self._fast:
+            # Each cancellation wakes its task through the loop's ready queue, first in first
+            # out: the tasks run their clean-up in the order they are cancelled here.
             tasks = [proc._task for proc in self._live if proc._task is not None]
             for task in tasks:
                 task.cancel()
             if tasks:
                 await asyncio.wait(tasks)
-        else:
-            group = self._group
+            return
+        # trio picks among tasks woken together at random: cancel one process at a time and
+        # let it finish (a cancelled trio task cannot wait in its clean-up unless shielded).
+        # A process whose task has not run yet never will (_body_anyio sees _closing).
+        # If this task is cancelled itself meanwhile, the rest go together, as below.
+        group = self._group
+        try:
+            for proc in list(self._live):
+                scope = proc._scope
+                if scope is None or proc._state != _PENDING:
+                    continue
+                ended = self._new_waiter()
+                proc._join(ended)
+                scope.cancel()
+                with contextlib.suppress(Exception):  # how it ended is its joiners' business
+                    await ended
+        finally:
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
 
@@ -486,7 +508,7 @@ class Simulation:
             coro.close()
             raise UsageError("this simulation has ended; it cannot start processes")
         proc: Process[T] = Process(self, coro, name)
-        self._live.add(proc)
+        self._live[proc] = None
         if self._fast:
             assert self._loop is not None
             proc._task = task = self._loop.create_task(proc._body(), name=proc._name)
@@ -502,7 +524,7 @@ class Simulation:
         return proc
 
     def _ended(self, proc: Process[Any]) -> None:
-        self._live.discard(proc)
+        self._live.pop(proc, None)
         if not self._live:
             halt = self._halt
             if halt is not None and not halt.done() and self._halt_when_empty:
@@ -745,6 +767,9 @@ class Process(_Abandonable, Generic[T]):
 
     async def _body_anyio(self, order: int) -> None:
         """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
+        if self._env._closing:  # started too late: the simulation is being cleaned up
+            self._never_started()
+            return
         with trio_module().CancelScope() as scope:
             self._scope = scope
             park = self._env._park
