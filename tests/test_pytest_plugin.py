@@ -1089,6 +1089,61 @@ def test_deadlock_reports_are_short_and_alike(pytester: pytest.Pytester) -> None
     assert "guarded_main" in long.stdout.str()
 
 
+def test_a_trio_deadlock_reports_the_time_it_happened_and_runs_the_test_once(
+    pytester: pytest.Pytester,
+) -> None:
+    # Issue 34, item 5: DeadlockError is a RuntimeError, and the horizon's watch swallowed
+    # RuntimeErrors while it looked for the trio clock -- so it ran the test body a second
+    # time, and the report said t=14.0 for a deadlock at t=7.0.
+    write(
+        pytester,
+        test_stuck="""
+        import anyio
+        import pytest
+
+        CALLS = []
+        on_trio = pytest.mark.parametrize("anyio_backend", ["trio"])
+
+        @pytest.mark.anyio
+        @pytest.mark.virtualtime(deadlock_timeout=0.01)
+        @on_trio
+        async def test_stuck_at_seven(anyio_backend):
+            CALLS.append("seven")
+            await anyio.sleep(7)
+            await anyio.Event().wait()
+
+        @pytest.mark.anyio
+        @pytest.mark.virtualtime(deadlock_timeout=0.01, start=100)
+        @on_trio
+        async def test_stuck_at_107(anyio_backend):
+            CALLS.append("107")
+            await anyio.sleep(7)
+            await anyio.Event().wait()
+
+        @pytest.mark.anyio
+        @pytest.mark.virtualtime
+        @on_trio
+        async def test_raises_a_runtime_error(anyio_backend):
+            CALLS.append("raises")
+            await anyio.sleep(1)
+            raise RuntimeError("once")
+
+        def test_each_body_ran_once():
+            assert CALLS == ["seven", "107", "raises"]
+        """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(failed=3, passed=1)
+    result.stdout.fnmatch_lines_random(
+        [
+            "DeadlockError: deadlock at virtual time t=7.0: *",
+            "DeadlockError: deadlock at virtual time t=107.0: *",
+        ]
+    )
+    out = result.stdout.str()
+    assert "t=14.0" not in out and "t=114.0" not in out
+
+
 # ------------------------------------------------------------------ issue 12: looptime
 
 

@@ -803,10 +803,15 @@ class _Watch:
         trio_module = sys.modules.get("trio")
         virtual_trio = sys.modules.get("virtualtime.trio")
         if loop is None and trio_module is not None and virtual_trio is not None:
-            with contextlib.suppress(RuntimeError):
+            # Only the question "is trio running?" may fail quietly here: an error of the test
+            # itself (DeadlockError and many others are RuntimeErrors) must not be taken for
+            # "no trio run" -- the test would run a second time.
+            try:
                 clock = trio_module.lowlevel.current_clock()
-                if isinstance(clock, virtual_trio.VirtualClock):
-                    return await self._run_trio(clock, call)
+            except RuntimeError:
+                clock = None
+            if isinstance(clock, virtual_trio.VirtualClock):
+                return await self._run_trio(clock, call)
         return await call()  # not virtual: the runner's own check reports it
 
     async def _run_asyncio(self, loop: VirtualEventLoop, call: Callable[[], Awaitable[Any]]) -> Any:
