@@ -767,9 +767,10 @@ class _Watch:
         return (
             "Likely cause: the test waits on a clock the loop does not drive, so its deadline "
             "never comes however far virtual time jumps -- time.monotonic(), time.time() or "
-            "datetime.now() read outside the loop (give the mark patch_time=True), or a clock "
-            "bound before the run (`from time import monotonic` at import, a default "
-            "argument), which patch_time cannot reach"
+            "datetime.now() read without patch_time (give the mark patch_time=True: it reaches "
+            "every reference to them, `from time import monotonic` and default arguments bound "
+            "at import included), read in another thread (patch_time follows the test's own "
+            "thread), or a clock that C code reads from the operating system itself"
         )
 
     def failure(self) -> BaseException:
