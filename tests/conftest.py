@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 import pytest
@@ -12,6 +13,33 @@ import pytest
 import virtualtime
 
 T = TypeVar("T")
+
+
+#: The experiment engines' tests: a real Dask cluster and a real Ray instance.  They need the
+#: `engines` extra (hundreds of megabytes; Ray starts a cluster of its own), so the default
+#: run leaves them out and says so in its header; ``pytest --engines`` collects them, as
+#: .ci/run does in a venv with that extra.
+ENGINE_MODULES = frozenset({"test_experiment_dask.py", "test_experiment_ray.py"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--engines",
+        action="store_true",
+        help="also run the Dask and Ray engine tests (pip install -e '.[engines]' first)",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.name in ENGINE_MODULES and not config.getoption("--engines"):
+        return True
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if config.getoption("--engines"):
+        return "virtualtime: the Dask and Ray engine tests are collected (--engines)"
+    return "virtualtime: the Dask and Ray engine tests are left out (run them with --engines)"
 
 
 def pytest_configure(config: pytest.Config) -> None:
