@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._engine._loop import RecordKind
 from .._shared._errors import InvalidTypeError, InvalidValueError
+from .._shared._time import check_finite
 from .._version import __version__
 
 if TYPE_CHECKING:
@@ -108,6 +109,35 @@ def _ts(seconds: float) -> float:
     return round(seconds * MICROSECONDS, 3)
 
 
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut short: a hostile value must not flood it."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}… ({len(text):,} characters)"
+
+
+_FLOAT: Final = re.compile(r"(?<![\w.])-?\d+\.\d+(?:e[-+]?\d+)?(?![\w.])")
+
+
+def _short_repr(value: object) -> str:
+    """``repr(value)`` with every float in it rounded to 3 decimals, to name a span.
+
+    A place such as ``(3.3333333333333335, 2.3333333333333335)`` reads ``(3.333, 2.333)``
+    (a number that would round to 0 keeps 3 significant digits instead); the exact value
+    belongs in the span's arguments.  The simulation toolkit names journeys with it.
+    """
+
+    def rounded(match: re.Match[str]) -> str:
+        number = float(match.group(0))
+        short = repr(round(number, 3))
+        if number and not round(number, 3):
+            short = f"{number:.3g}"
+        return short if len(short) < len(match.group(0)) else match.group(0)
+
+    return _FLOAT.sub(rounded, repr(value))
+
+
 @dataclass(frozen=True, slots=True)
 class Span:
     """One stretch of virtual time on a named row, reported by :func:`record_span`."""
@@ -134,7 +164,7 @@ class TraceRecorder:
     """
 
     def __init__(self) -> None:
-        self._runs: list[tuple[object, str, Sequence[HistoryRecord], int]] = []
+        self._runs: list[tuple[object, str, Sequence[HistoryRecord], int, float | None]] = []
         self._keys: dict[int, int] = {}
         self._spans: dict[int, list[Span]] = {}
         self._tokens: list[Token[TraceRecorder | None]] = []
@@ -152,14 +182,20 @@ class TraceRecorder:
         label: str,
         history: Sequence[HistoryRecord] = (),
         dropped: int = 0,
+        *,
+        start: float | None = None,
     ) -> None:
         """Register one run: ``key`` is its loop or clock, ``history`` what it dispatched.
 
         ``dropped`` is how many timers fired that the (bounded) history no longer holds; it
-        is noted in the trace.  Registering a key again replaces its label and history.
+        is noted in the trace.  ``start`` is the virtual time the run began at (the loop's
+        ``start_time``), where the timeline's axis starts.  Registering a key again replaces
+        its label, history and start.
         """
+        if start is not None:
+            start = check_finite("start", start)
         index = self._index(key)
-        self._runs[index] = (key, label, tuple(history), dropped)
+        self._runs[index] = (key, label, tuple(history), dropped, start)
 
     def forget(self, key: object) -> None:
         """Stop filing spans under ``key``'s run, and let go of ``key``; its run stays.
@@ -169,8 +205,8 @@ class TraceRecorder:
         """
         index = self._keys.pop(id(key), None)
         if index is not None:
-            _key, label, history, dropped = self._runs[index]
-            self._runs[index] = (None, label, history, dropped)
+            _key, label, history, dropped, start = self._runs[index]
+            self._runs[index] = (None, label, history, dropped, start)
 
     def add_span(self, span: Span, key: object | None = None) -> None:
         """File ``span`` under the run of ``key`` (default: the run that is executing now)."""
@@ -182,17 +218,25 @@ class TraceRecorder:
         index = self._keys.get(id(key))
         if index is None:
             index = self._keys[id(key)] = len(self._runs)
-            self._runs.append((key, f"run {index + 1}", (), 0))
+            self._runs.append((key, f"run {index + 1}", (), 0, None))
         return index
 
     def trace(self, **metadata: object) -> dict[str, Any]:
         """The Chrome trace of every registered run, one trace process per run."""
         events: list[dict[str, Any]] = []
         runs = []
-        for index, (_key, label, history, dropped) in enumerate(self._runs):
+        for index, (_key, label, history, dropped, start) in enumerate(self._runs):
             pid = index + 1
             events.extend(_run_events(history, self._spans.get(index, ()), pid=pid, label=label))
-            runs.append({"pid": pid, "label": label, "timers": len(history), "dropped": dropped})
+            run: dict[str, object] = {
+                "pid": pid,
+                "label": label,
+                "timers": len(history),
+                "dropped": dropped,
+            }
+            if start is not None:
+                run["start"] = start
+            runs.append(run)
         return _document(events, runs=runs, **metadata)
 
     def write(self, path: str | os.PathLike[str], **metadata: object) -> int:
@@ -265,6 +309,7 @@ def chrome_trace(
     spans: Iterable[Span] = (),
     *,
     label: str = "virtual loop",
+    start: float | None = None,
 ) -> dict[str, Any]:
     """The Chrome trace (a JSON-ready dict) of one loop's ``history`` plus extra ``spans``.
 
@@ -272,11 +317,17 @@ def chrome_trace(
 
         loop = virtualtime.new_event_loop(history=100_000)
         loop.run_until_complete(main())
-        write_trace(chrome_trace(loop.history), "out.json")
+        write_trace(chrome_trace(loop.history, start=loop.start_time), "out.json")
+
+    ``start`` is the virtual time the run began at; the timeline's axis starts there (without
+    it, at 0, or at the first event when that is far from 0).
     """
     records = tuple(history)
     events = _run_events(records, tuple(spans), pid=1, label=label)
-    return _document(events, runs=[{"pid": 1, "label": label, "timers": len(records)}])
+    run: dict[str, object] = {"pid": 1, "label": label, "timers": len(records)}
+    if start is not None:
+        run["start"] = check_finite("start", start)
+    return _document(events, runs=[run])
 
 
 def write_trace(trace: Mapping[str, Any], path: str | os.PathLike[str]) -> int:
@@ -476,16 +527,33 @@ def _span(
 
 
 def load_trace(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
-    """Read a Chrome trace file (or pass a trace dict through), checking its basic shape."""
+    """Read a Chrome trace file (or pass a trace dict through), checking its basic shape.
+
+    A file that is not UTF-8 JSON, JSON nested too deeply to be a trace, or JSON without a
+    ``traceEvents`` list is an :class:`~virtualtime.InvalidValueError` saying which; the
+    events themselves are checked by :func:`plot_trace` as it reads them.
+    """
     if isinstance(source, Mapping):
         trace = dict(source)
-    else:
+    elif isinstance(source, (str, os.PathLike)):
+        where = _shown(os.fspath(source))
         with open(source, encoding="utf-8") as file:
             try:
                 loaded = json.load(file)
             except json.JSONDecodeError as error:
-                raise InvalidValueError(f"{os.fspath(source)!r} is not JSON: {error}") from None
+                raise InvalidValueError(f"{where} is not JSON: {error}") from None
+            except UnicodeDecodeError as error:
+                raise InvalidValueError(f"{where} is not UTF-8 text: {error}") from None
+            except RecursionError:
+                raise InvalidValueError(
+                    f"{where} is JSON nested too deeply to be a trace (a trace is an object "
+                    "holding a 'traceEvents' list of flat event objects)"
+                ) from None
         trace = {"traceEvents": loaded} if isinstance(loaded, list) else loaded
+    else:
+        raise InvalidTypeError(
+            f"source must be a trace file's path or a trace dict, got {_shown(source)}"
+        )
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise InvalidValueError(
             "not a Chrome trace: expected a JSON object with a 'traceEvents' list "
@@ -499,6 +567,10 @@ def load_trace(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, 
 
 _COLOUR: Final = re.compile(r"#[0-9a-fA-F]{6}")
 _LAYERS: Final = ("band", "bar", "front")
+_HATCH: Final = re.compile(r"[/\\|\-+xoO.*]{1,10}")
+"""A matplotlib hatch: its pattern letters, repeated for density (ten is denser than any eye)."""
+_LABEL_LIMIT: Final = 200
+"""The longest category name or legend text accepted (a legend line, not a paragraph)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,7 +583,8 @@ class Category:
     ``layer`` is ``"band"`` (a thin strip behind everything: a task asleep or waiting),
     ``"bar"`` (a full-height bar, the default) or ``"front"`` (a bar drawn above the others
     and never narrower than a few pixels: the event a reader looks for, such as a breakdown).
-    ``hatch`` is a matplotlib hatch pattern (``"////"``) or None.  ``edges`` draws a thin
+    ``hatch`` is a matplotlib hatch pattern (``"////"``: up to ten of ``/ \\ | - + x o O . *``)
+    or None.  ``edges`` draws a thin
     white edge round each bar, so that back-to-back spans stay distinct.
 
     ``until_next`` is ``(category, name)``: after each span of this category, the trace adds
@@ -532,39 +605,43 @@ class Category:
     def __post_init__(self) -> None:
         for label in ("name", "legend"):
             value = getattr(self, label)
-            if not isinstance(value, str) or not value:
-                raise InvalidValueError(f"Category: {label} must be a non-empty str, got {value!r}")
+            if not isinstance(value, str) or not value or len(value) > _LABEL_LIMIT:
+                raise InvalidValueError(
+                    f"Category: {label} must be a non-empty str of at most {_LABEL_LIMIT} "
+                    f"characters, got {_shown(value)}"
+                )
+        named = f"Category {self.name!r}"
         if not isinstance(self.colour, str) or not _COLOUR.fullmatch(self.colour):
             raise InvalidValueError(
-                f"Category {self.name!r}: colour must be '#rrggbb' (six hex digits), "
-                f"got {self.colour!r}"
+                f"{named}: colour must be '#rrggbb' (six hex digits), got {_shown(self.colour)}"
             )
-        if self.layer not in _LAYERS:
+        if not isinstance(self.layer, str) or self.layer not in _LAYERS:
             raise InvalidValueError(
-                f"Category {self.name!r}: layer must be one of {', '.join(map(repr, _LAYERS))}, "
-                f"got {self.layer!r}"
+                f"{named}: layer must be one of {', '.join(map(repr, _LAYERS))}, "
+                f"got {_shown(self.layer)}"
             )
-        if self.hatch is not None and (not isinstance(self.hatch, str) or not self.hatch):
+        if self.hatch is not None and (
+            not isinstance(self.hatch, str) or not _HATCH.fullmatch(self.hatch)
+        ):
             raise InvalidValueError(
-                f"Category {self.name!r}: hatch must be None or a non-empty str, got {self.hatch!r}"
+                f"{named}: hatch must be None or 1 to 10 of the pattern letters "
+                f"/ \\ | - + x o O . *, got {_shown(self.hatch)}"
             )
         if not isinstance(self.edges, bool):
-            raise InvalidValueError(
-                f"Category {self.name!r}: edges must be a bool, got {self.edges!r}"
-            )
+            raise InvalidValueError(f"{named}: edges must be a bool, got {_shown(self.edges)}")
         then = self.until_next
         if then is not None and not (
             isinstance(then, tuple)
             and len(then) == 2
-            and all(isinstance(t, str) and t for t in then)
+            and all(isinstance(t, str) and t and len(t) <= _LABEL_LIMIT for t in then)
         ):
             raise InvalidValueError(
-                f"Category {self.name!r}: until_next must be None or (category, name), two "
-                f"non-empty strs, got {then!r}"
+                f"{named}: until_next must be None or (category, name), two "
+                f"non-empty strs, got {_shown(then)}"
             )
         if not isinstance(self.carry, tuple) or not all(isinstance(k, str) for k in self.carry):
             raise InvalidValueError(
-                f"Category {self.name!r}: carry must be a tuple of str, got {self.carry!r}"
+                f"{named}: carry must be a tuple of str, got {_shown(self.carry)}"
             )
 
 
