@@ -99,7 +99,7 @@ from .._shared._errors import (
     RunawayError,
     UsageError,
 )
-from .._shared._threads import ANYIO_ASYNCIO, thread_table_size
+from .._shared._threads import ANYIO_ASYNCIO, forget, thread_table_size
 from .._shared._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
@@ -1806,6 +1806,10 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_timers.clear()
         self._vt_drives.clear()
         self._vt_scheduled_at.clear()
+        # The threads module caches the threads it last saw, the finished workers of this
+        # run among them; an anyio worker holds its loop, so forget them (else this loop
+        # would never be garbage-collected).
+        forget()
         if first and self._vt_layers:
             closed(self, self._vt_layers)
 

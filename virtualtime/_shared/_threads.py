@@ -23,6 +23,7 @@ __all__ = [
     "ANYIO_ASYNCIO",
     "THREAD_GRACE",
     "NewThreads",
+    "forget",
     "thread_table_size",
     "threads",
     "worker_threads",
@@ -70,6 +71,19 @@ def worker_threads() -> tuple[threading.Thread, ...]:
         )
         _cache[:] = (current, workers)
     return workers  # type: ignore[no-any-return]
+
+
+def forget() -> None:
+    """Drop the cached view of the threads; the next call reads the table afresh.
+
+    The cache holds the threads it last saw, and a thread object holds whatever its target
+    or its attributes hold -- an anyio worker thread holds its event loop.  Once those threads
+    have ended, nothing refreshes the cache until somebody asks again, so without this a
+    finished run's worker (and through it the closed loop, its tasks and their results) would
+    stay alive for the life of the process.  The loop calls this when it closes.  Harmless at
+    any time: the next look is merely one full read of the table.
+    """
+    _cache[:] = ((), ())
 
 
 def threads() -> tuple[threading.Thread, ...]:
@@ -121,7 +135,8 @@ class NewThreads:
         ``refresh=False`` is for a caller that has just called :func:`worker_threads` (which
         reads the table of threads): it saves reading the table twice in one turn.
         """
-        current = threads() if refresh else _cache[0]
+        # An empty view is a forgotten one (forget(): a process always has a thread).
+        current = _cache[0] if not refresh and _cache[0] else threads()
         if current is self._view:
             return False
         self._view = current
