@@ -32,17 +32,21 @@ compiler:
   with ``gc.get_referrers`` on the classes and redirected one by one as above.
 
 Every change is recorded as (address, old value) and undone in reverse order, so the objects
-end exactly as they were: same identity, same pointers, same namespace entries.  The layouts
-used (``PyCFunctionObject``: method-def pointer then ``self`` right after the object header)
-are stable from 3.11 to 3.15 and are checked against the live object before each write:
-:func:`redirect_function` refuses an object whose fields do not read back as expected.
+end exactly as they were: same identity, same pointers, same namespace entries -- except an
+entry someone else replaced after us, which is theirs to restore (:meth:`Redirections.undo`).
+The layouts used (``PyCFunctionObject``: method-def pointer then ``self`` right after the
+object header) are stable from 3.11 to 3.15 and are checked against the live object before
+the first write, and read back before every later one: :func:`redirect_function` refuses an
+object whose fields do not read as expected.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -106,8 +110,21 @@ _new_class_method: Final = _api.PyDescr_NewClassMethod
 _new_class_method.argtypes = (ctypes.py_object, ctypes.c_void_p)
 _new_class_method.restype = ctypes.py_object
 
-# Definitions handed out live for ever: an object may point at one at any moment.
-_kept: list[object] = []
+# The copied definitions, by content: an object may point at one at any moment (a call in
+# another thread may still be reading it after an undo), so none is ever freed -- and because
+# a copy depends only on what it copies, each is made once and every later install reuses it.
+# Installing again (each run, each ``evolve()`` of a patched manual loop) adds nothing.
+_DefinitionKey = tuple[int | None, int | None, int, int | None]
+_kept: dict[_DefinitionKey, _MethodDef] = {}
+
+
+def _copy(name: int | None, function: int | None, flags: int, doc: int | None) -> _MethodDef:
+    """The kept method definition with these fields, made on first use."""
+    key = (name, function, flags, doc)
+    copy = _kept.get(key)
+    if copy is None:
+        copy = _kept[key] = _MethodDef(name, function, flags, doc)
+    return copy
 
 
 def _slot(obj: object, index: int) -> ctypes.c_void_p:
@@ -163,16 +180,64 @@ def real_class_method(cls: type, name: str) -> Any:
     class's own definition (see :meth:`Redirections.redirect_definition`).
     """
     definition = _class_method_definition(cls, name)
-    copy = _MethodDef(
-        definition.ml_name, definition.ml_meth, definition.ml_flags, definition.ml_doc
-    )
-    _kept.append(copy)
+    copy = _copy(definition.ml_name, definition.ml_meth, definition.ml_flags, definition.ml_doc)
     return _new_class_method(cls, ctypes.addressof(copy))
 
 
 def class_method_convention(cls: type, name: str) -> int:
     """The calling convention of a builtin class method (``_METH_*`` bits, without CLASS)."""
     return int(_class_method_definition(cls, name).ml_flags) & _CONVENTION
+
+
+class _Plan:
+    """How to redirect one builtin function: its fields as checked, and the copy to point at.
+
+    Made once per object and reused by every later install (each run, each ``evolve()`` of a
+    patched manual loop), which then only reads the two fields back before writing them.
+    """
+
+    __slots__ = ("copy_address", "ml_slot", "ml_value", "self_slot", "self_value")
+
+    def __init__(self, func: types.BuiltinFunctionType) -> None:
+        definition = _definition(func)
+        convention = definition.ml_flags & _CONVENTION
+        caller = _CALLERS.get(convention)
+        if caller is None:  # pragma: no cover - no clock of 3.11-3.15 uses another one
+            raise UnsupportedError(f"cannot redirect {func!r}: calling convention {convention:#x}")
+        copy = _copy(
+            definition.ml_name, caller, definition.ml_flags & ~_METH_CLASS, definition.ml_doc
+        )
+        self.copy_address = ctypes.addressof(copy)
+        self.ml_slot, self.self_slot = _slot(func, 0), _slot(func, 1)
+        self.ml_value, self.self_value = self.ml_slot.value, self.self_slot.value
+
+    def holds(self) -> bool:
+        """Whether the object's fields still read as they did when they were checked."""
+        return self.ml_slot.value == self.ml_value and self.self_slot.value == self.self_value
+
+
+# Plans by object id, each dropped when its object dies (bound methods come and go), so an
+# id reused by a new object never finds an old plan.
+_plans: dict[int, _Plan] = {}
+_plan_refs: dict[int, weakref.ref[types.BuiltinFunctionType]] = {}
+
+
+def _plan(func: types.BuiltinFunctionType) -> _Plan:
+    key = id(func)
+    plan = _plans.get(key)
+    if plan is None or not plan.holds():
+        if type(func) is not types.BuiltinFunctionType:  # before any id is remembered
+            raise InvalidTypeError(f"not a builtin function: {func!r}")
+        plan = _Plan(func)
+        if key not in _plan_refs:
+            _plan_refs[key] = weakref.ref(func, functools.partial(_forget_plan, key))
+        _plans[key] = plan
+    return plan
+
+
+def _forget_plan(key: int, _ref: object) -> None:
+    _plans.pop(key, None)
+    _plan_refs.pop(key, None)
 
 
 class Redirections:
@@ -194,22 +259,14 @@ class Redirections:
 
         ``target`` receives exactly the arguments ``func`` received.
         """
-        definition = _definition(func)
-        convention = definition.ml_flags & _CONVENTION
-        caller = _CALLERS.get(convention)
-        if caller is None:  # pragma: no cover - no clock of 3.11-3.15 uses another one
-            raise UnsupportedError(f"cannot redirect {func!r}: calling convention {convention:#x}")
-        copy = _MethodDef(
-            definition.ml_name, caller, definition.ml_flags & ~_METH_CLASS, definition.ml_doc
-        )
-        _kept.append(copy)
+        plan = _plan(func)
+        ml_slot, self_slot = plan.ml_slot, plan.self_slot
         _incref(target)  # the object owns a reference to its self; balanced in undo()
-        ml_slot, self_slot = _slot(func, 0), _slot(func, 1)
-        self._undo.append(("function", func, (ml_slot.value, self_slot.value), target))
+        self._undo.append(("function", plan, None, target))
         # self first, then the definition: a concurrent call sees either the old pair's
         # function with the new self (the C clock ignores self) or the complete new pair.
         self_slot.value = id(target)
-        ml_slot.value = ctypes.addressof(copy)
+        ml_slot.value = plan.copy_address
 
     def redirect_definition(self, cls: type, name: str, address: int) -> None:
         """Point the C definition of the builtin class method ``cls.name`` at ``address``.
@@ -218,34 +275,44 @@ class Redirections:
         match. Every lookup of the method and every bound method, made at any time, follows.
         """
         definition = _class_method_definition(cls, name)
-        self._undo.append(("definition", definition, None, definition.ml_meth))
+        self._undo.append(("definition", definition, address, definition.ml_meth))
         definition.ml_meth = address
 
     def replace_class_attribute(self, cls: type, name: str, value: object) -> object:
         """Put ``value`` under ``name`` in ``cls``'s own namespace; return what was there."""
         namespace = _namespace(cls)
         previous = namespace[name]
-        self._undo.append(("class", cls, name, previous))
+        self._undo.append(("class", cls, name, (value, previous)))
         namespace[name] = value
         _type_modified(cls)
         return previous
 
     def undo(self) -> None:
-        """Restore everything, newest first."""
+        """Restore everything, newest first -- except what someone else changed since.
+
+        A class attribute or C definition that no longer holds the value written here was
+        replaced by someone else after us (``monkeypatch.setattr(threading.Thread, "start",
+        ...)``, another tool's C hook); writing the old value back would silently undo their
+        change while they believe it in force, so it is left as they set it: they restore
+        their own.
+        """
         while self._undo:
             kind, target, key, value = self._undo.pop()
             if kind == "function":
-                ml_value, self_value = key
                 # The definition first: a concurrent call then pairs the real function with
                 # either self, and the C clock ignores self.
-                _slot(target, 0).value = ml_value
-                _slot(target, 1).value = self_value
+                target.ml_slot.value = target.ml_value
+                target.self_slot.value = target.self_value
                 _decref(value)
             elif kind == "definition":
-                target.ml_meth = value
+                if target.ml_meth == key:
+                    target.ml_meth = value
             else:
-                _namespace(target)[key] = value
-                _type_modified(target)
+                placed, previous = value
+                namespace = _namespace(target)
+                if namespace.get(key) is placed:
+                    namespace[key] = previous
+                    _type_modified(target)
 
 
 def _namespace(cls: type) -> dict[str, Any]:
