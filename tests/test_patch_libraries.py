@@ -4,8 +4,9 @@ Every library here holds its clock in a way that module-attribute patching canno
 cachetools binds ``timer=time.monotonic`` as a default argument, APScheduler 4 does ``from
 datetime import datetime`` and stores ``partial(datetime.now, UTC)`` as attrs defaults,
 pyrate-limiter does ``from time import monotonic_ns`` and leaks its buckets from a thread of
-its own.  Expected values come from each library's documented rule applied to the virtual
-schedule, never from running the library.
+its own.  freezegun is the other way round: it replaces the clocks on the modules itself, and
+must stay in charge of what it replaced.  Expected values come from each library's documented
+rule applied to the virtual schedule, never from running the library.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import anyio
 import cachetools
 import cachetools.func
+import freezegun
 import pytest
 import tenacity
 import trio
@@ -34,6 +36,7 @@ from pyrate_limiter import Duration, InMemoryBucket, Limiter, Rate
 
 import virtualtime
 import virtualtime.trio
+from virtualtime._clocks import _patch
 
 UTC = datetime.UTC
 WALL = datetime.datetime(2030, 1, 1, tzinfo=UTC)
@@ -321,3 +324,59 @@ def test_logging_formatter_timestamps_follow_wall_start(backend: str) -> None:
         "2030-01-01 00:03:00,500 tick",
         "2030-01-01 00:04:30,750 tick",
     ]
+
+
+# ---------------------------------------------------------------------------- freezegun
+#
+# freezegun puts its own functions and classes on the modules (time.time, datetime.datetime,
+# and every module attribute bound to them) and puts back what it found when it stops.
+# virtualtime redirects the C objects instead, so the two meet only where freezegun's fakes
+# call the real clocks: each keeps what it changed.
+
+FROZEN = datetime.datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def test_freezegun_started_during_a_patched_run_keeps_its_clocks_and_the_run_its_result() -> None:
+    c_time, c_monotonic = time.time, time.monotonic  # the C objects, bound before the run
+    freezer = freezegun.freeze_time(FROZEN)
+
+    async def main() -> tuple[object, ...]:
+        await asyncio.sleep(10)
+        freezer.start()
+        await asyncio.sleep(5)
+        return time.time(), datetime.datetime.now(UTC), c_time(), c_monotonic()
+
+    try:
+        result = virtualtime.run(main(), patch_time=True, wall_start=WALL)
+        after = time.time(), datetime.datetime.now(UTC)  # still frozen: freezegun's to stop
+    finally:
+        freezer.stop()
+    assert result == (FROZEN.timestamp(), FROZEN, WALL.timestamp() + 15, 15.0)
+    assert after == (FROZEN.timestamp(), FROZEN)
+    assert time.time is c_time
+    assert time.monotonic is c_monotonic
+    assert FROZEN < datetime.datetime.now(UTC) < WALL  # real again
+    assert not _patch.installed()
+
+
+def test_a_patched_run_inside_freezegun_sees_its_frozen_clocks_through_the_modules() -> None:
+    c_time, c_monotonic = time.time, time.monotonic
+
+    async def main() -> tuple[object, ...]:
+        frozen_monotonic = time.monotonic()
+        await asyncio.sleep(3)
+        return (
+            time.time(),
+            datetime.datetime.now(UTC),
+            time.monotonic() - frozen_monotonic,
+            c_time(),
+            c_monotonic(),
+        )
+
+    with freezegun.freeze_time(FROZEN):
+        result = virtualtime.run(main(), patch_time=True, wall_start=WALL)
+        assert time.time() == FROZEN.timestamp()
+    assert result == (FROZEN.timestamp(), FROZEN, 0.0, WALL.timestamp() + 3, 3.0)
+    assert time.time is c_time
+    assert time.monotonic is c_monotonic
+    assert not _patch.installed()

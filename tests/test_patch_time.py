@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copyreg
+import ctypes
 import datetime
 import logging
 import math
@@ -776,6 +777,155 @@ def test_dates_pickle_to_the_same_bytes_while_patched() -> None:
         assert pickle.loads(data) == values
         if protocol >= 4:  # below 4 the stdlib drops the fold bit, which ours keeps
             assert data == unpatched[protocol]
+
+
+# ------------------------------------------------ clocks the program replaces itself
+#
+# monkeypatch and freezegun put their own function on the module (time.time = ...) and
+# restore what they found when they are done.  virtualtime redirects the C objects, never
+# the module attributes: the program's replacement answers through the module while it is
+# there, every other reference to the clock follows the run, and virtualtime restores only
+# what it changed itself -- the replacement stays until its owner undoes it.
+
+
+@pytest.mark.parametrize("name", ["time", "monotonic", "perf_counter"])
+def test_a_clock_replaced_during_the_run_stays_the_programs_and_the_result_is_kept(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    clock: Callable[[], float] = getattr(time, name)  # the C object, bound before the run
+    real = _patch._real[name]
+
+    def replacement() -> float:
+        return 42.0
+
+    async def main() -> tuple[str, float, float]:
+        await asyncio.sleep(10)
+        monkeypatch.setattr(time, name, replacement)
+        await asyncio.sleep(5)
+        return "result", getattr(time, name)(), clock()
+
+    # main() returns, then the run goes on (async generators, executor): each part patched.
+    result = virtualtime.run(main(), patch_time=True, wall_start=WALL)
+    virtual = (WALL_NS + 15 * 10**9) / 10**9 if name == "time" else 15.0
+    assert result == ("result", 42.0, virtual)
+    assert getattr(time, name) is replacement  # left for monkeypatch to undo
+    assert not _patch.installed()
+    assert c_fields() == C_FIELDS_BEFORE  # what virtualtime changed is restored
+    before = real()
+    assert before <= clock() <= real()
+    monkeypatch.undo()
+    assert_all_original()
+
+
+def test_clocks_replaced_before_the_run_answer_through_the_module_and_the_rest_follow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c_time, c_monotonic = time.time, time.monotonic  # the C objects, bound before the run
+    monkeypatch.setattr(time, "time", lambda: 42.0)
+    monkeypatch.setattr(time, "monotonic", lambda: 7.0)
+
+    async def main() -> tuple[float, ...]:
+        await asyncio.sleep(3)
+        return time.time(), time.monotonic(), c_time(), c_monotonic()
+
+    result = virtualtime.run(main(), patch_time=True, wall_start=WALL)
+    assert result == (42.0, 7.0, (WALL_NS + 3 * 10**9) / 10**9, 3.0)
+    assert not _patch.installed()
+    assert c_fields() == C_FIELDS_BEFORE
+    monkeypatch.undo()
+    assert_all_original()
+
+
+def test_replacements_made_between_evolve_steps_are_respected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    millennium = REAL_DATETIME(2000, 1, 1, tzinfo=UTC)
+
+    class Frozen(REAL_DATETIME):  # what a freezing library puts in place of the class
+        @classmethod
+        def now(cls, tz: datetime.tzinfo | None = None) -> Frozen:
+            return cls.fromtimestamp(millennium.timestamp(), tz)
+
+    readings: list[tuple[object, ...]] = []
+
+    def replace() -> None:
+        monkeypatch.setattr(datetime, "datetime", Frozen)
+        monkeypatch.setattr(time, "time", lambda: 42.0)
+        monkeypatch.setattr(time, "perf_counter", lambda: 7.0)
+
+    c_time, c_perf_counter = time.time, time.perf_counter  # the C objects
+
+    def read() -> None:
+        readings.append(
+            (datetime.datetime.now(UTC), time.time(), time.perf_counter(), c_perf_counter())
+        )
+        readings.append((REAL_DATETIME.now(UTC), c_time()))
+
+    loop = virtualtime.new_event_loop(patch_time=True, wall_start=WALL)
+    try:
+        loop.call_later(1, replace)
+        loop.call_later(2, read)
+        loop.evolve(1)  # the replacements are made in this step...
+        loop.evolve(1)  # ...and are in place while the clocks are redirected for this one
+    finally:
+        loop.close()
+    assert readings == [
+        (millennium, 42.0, 7.0, 2.0),
+        (WALL + 2 * SECOND, (WALL_NS + 2 * 10**9) / 10**9),
+    ]
+    assert datetime.datetime is Frozen
+    assert c_fields() == C_FIELDS_BEFORE
+    monkeypatch.undo()
+    assert_all_original()
+
+
+def test_thread_start_replaced_during_the_run_is_left_to_the_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+
+    def start(thread: threading.Thread) -> None:  # records, starts nothing
+        asked.append(thread.name)
+
+    async def main() -> str:
+        await asyncio.sleep(1)
+        monkeypatch.setattr(threading.Thread, "start", start)
+        threading.Thread(name="recorded").start()
+        return "result"
+
+    assert virtualtime.run(main(), patch_time=True) == "result"
+    assert asked == ["recorded"]
+    assert vars(threading.Thread)["start"] is start
+    # monkeypatch puts back what it found, virtualtime's own replacement (harmless outside a
+    # run: it starts threads as the real method does); the next patched run puts the real
+    # method back when it ends.
+    monkeypatch.undo()
+    run(asyncio.sleep(1), patch_time=True)
+
+
+def test_undo_leaves_a_c_definition_another_tool_rewrote_after_it() -> None:
+    # The compiled path points datetime.now's C definition at its trampoline; a C hook such
+    # as time-machine's writes the same field.  A class method of our own on a definition of
+    # our own (never called: its function pointer is a made-up number) stands in for it.
+    name = ctypes.create_string_buffer(b"now")
+    definition = _hook._MethodDef(ctypes.addressof(name), 0x1000, 0x0010 | 0x0082, None)
+
+    class Host:
+        pass
+
+    Host.now = _hook._new_class_method(Host, ctypes.addressof(definition))  # type: ignore[attr-defined]
+    try:
+        ours = _hook.Redirections()
+        ours.redirect_definition(Host, "now", 0x2000)
+        ours.undo()
+        assert definition.ml_meth == 0x1000  # alone, everything is put back
+        ours.redirect_definition(Host, "now", 0x2000)
+        definition.ml_meth = 0x3000  # the other tool, after us
+        ours.undo()
+        assert definition.ml_meth == 0x3000  # theirs to restore
+        assert not ours
+    finally:
+        del Host.now  # type: ignore[attr-defined]
 
 
 def test_time_patch_repr_names_its_loop() -> None:

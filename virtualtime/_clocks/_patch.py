@@ -64,9 +64,20 @@ Install, restore, cost
 ----------------------
 The redirections are put in place when the first patched run in the process starts and
 undone, exactly, when the last one stops -- also after an exception, a deadlock, Ctrl-C.
-Installing is a few dozen pointer writes; on the pure-Python path (no compiled helper, or
+A manual loop is patched around each ``evolve()``, ``virtualtime.run()`` around ``main`` and
+the shutdown steps after it, so installing must be cheap and keep nothing: a few dozen
+pointer writes, checked once per object and read back each time after, to copies of the C
+definitions made once; on the pure-Python path (no compiled helper, or
 ``VIRTUALTIME_PURE_PYTHON=1``) also one ``gc.get_referrers`` over the date classes, repeated
 only after new imports, to find bound ``datetime.now`` methods stored before the run.
+
+A program may replace a clock itself meanwhile -- ``time.time = ...`` on the module, as
+``monkeypatch`` and freezegun do, ``datetime.datetime`` swapped for a subclass, even
+``threading.Thread.start``.  That replacement is the program's: it answers through the
+module while it is there, every other reference to the clock still follows the run, the
+clocks are redirected again with it in place (the C objects are taken once, at import,
+never looked up on the module again), and undoing restores only what virtualtime itself
+changed and still finds as it left it -- the program restores its own.
 
 A redirected clock checks its thread with one dict lookup and, on a patched thread, the
 caller's module with one frame lookup, cached per module name.  With the optional compiled
@@ -137,8 +148,17 @@ _CLOCKS: Final[tuple[str, ...]] = tuple(
     )
     if hasattr(_time, name)
 )
+# The clock objects themselves, taken once: they are what gets redirected, wherever a program
+# holds them.  Never looked up on the module again -- a program (monkeypatch, freezegun) may
+# put something else there, during a run or between runs, and that is its business: its
+# replacement answers through the module, every other reference to the clock follows the run.
+_CLOCK_OBJECTS: Final[dict[str, types.BuiltinFunctionType]] = {
+    name: getattr(_time, name) for name in _CLOCKS
+}
 # Unpatched copies (new builtin function objects on the same C code): the real clocks for ever.
-_real: Final[dict[str, Any]] = {name: _hook.real_copy(getattr(_time, name)) for name in _CLOCKS}
+_real: Final[dict[str, Any]] = {
+    name: _hook.real_copy(clock) for name, clock in _CLOCK_OBJECTS.items()
+}
 _real_monotonic: Final[Callable[[], float]] = _real["monotonic"]
 _real_monotonic_ns: Final[Callable[[], int]] = _real["monotonic_ns"]
 _real_perf_counter: Final[Callable[[], float]] = _real["perf_counter"]
@@ -757,8 +777,8 @@ def _install() -> None:
         if _users == 0:
             applied = _applied
             try:
-                for name in _CLOCKS:  # clock_gettime exists on Unix only
-                    applied.redirect_function(getattr(_time, name), _REPLACEMENTS[name])
+                for name, clock in _CLOCK_OBJECTS.items():  # clock_gettime: Unix only
+                    applied.redirect_function(clock, _REPLACEMENTS[name])
                 if _cclocks is not None:
                     # The C definitions themselves: every lookup and bound method follows.
                     addresses = _cclocks.addresses()
@@ -774,6 +794,11 @@ def _install() -> None:
                         applied.redirect_function(
                             method, functools.partial(function, method.__self__)
                         )
+                if vars(threading.Thread).get("start") is _thread_start:
+                    # Left behind by a program that replaced Thread.start during a run and
+                    # put back what it had found, our replacement (monkeypatch's undo): the
+                    # real method is what belongs there between runs.
+                    threading.Thread.start = _real_thread_start  # type: ignore[method-assign]
                 applied.replace_class_attribute(threading.Thread, "start", _thread_start)
             except BaseException:
                 applied.undo()
