@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import datetime
 import functools
+import gc
 import importlib.util
 import os
 import signal
@@ -23,6 +24,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Coroutine
 from datetime import date as bound_date  # classes bound before any run
 from datetime import datetime as bound_datetime
@@ -599,3 +601,27 @@ def test_a_bound_datetime_now_made_between_runs() -> None:
         assert value == WALL + datetime.timedelta(seconds=60)
     else:  # the documented gap of the pure path: found only after the next import
         assert abs(value.timestamp() - _patch._real_time()) < 5
+
+
+def test_a_stored_bound_method_dropped_during_the_run_lives_until_it_is_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The pure path redirects a bound datetime.now found on the heap by writing its fields,
+    # and writes them back when the run ends: the object must still exist then, whatever the
+    # program did with it meanwhile.  (The compiled path never touches bound methods.)
+    monkeypatch.setattr(_patch, "_scanned_with", (-1, -1))  # search the heap at this install
+    stored = [functools.partial(datetime.datetime.now, UTC)]
+    method = weakref.ref(stored[0].func)
+
+    async def main() -> tuple[bool, datetime.datetime]:
+        await asyncio.sleep(60)
+        value = stored[0]()
+        stored.clear()  # the program lets go of it while it is redirected
+        gc.collect()
+        return method() is not None, value
+
+    held, value = run(main())
+    assert value == WALL + datetime.timedelta(seconds=60)
+    assert held is (not _patch.COMPILED)
+    gc.collect()
+    assert method() is None  # and freed once restored

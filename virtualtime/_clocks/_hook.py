@@ -262,7 +262,9 @@ class Redirections:
         plan = _plan(func)
         ml_slot, self_slot = plan.ml_slot, plan.self_slot
         _incref(target)  # the object owns a reference to its self; balanced in undo()
-        self._undo.append(("function", plan, None, target))
+        # The object itself is held until undo(): its fields are written back then, and a
+        # bound method dropped by the program meanwhile must not be freed under them.
+        self._undo.append(("function", func, plan, target))
         # self first, then the definition: a concurrent call sees either the old pair's
         # function with the new self (the C clock ignores self) or the complete new pair.
         self_slot.value = id(target)
@@ -301,8 +303,8 @@ class Redirections:
             if kind == "function":
                 # The definition first: a concurrent call then pairs the real function with
                 # either self, and the C clock ignores self.
-                target.ml_slot.value = target.ml_value
-                target.self_slot.value = target.self_value
+                key.ml_slot.value = key.ml_value
+                key.self_slot.value = key.self_value
                 _decref(value)
             elif kind == "definition":
                 if target.ml_meth == key:
