@@ -664,23 +664,29 @@ def test_render_bar() -> None:
     assert render_bar(2.0, 7200, 3600, width=4).startswith("[####] 100%")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def progress_session(now: float) -> _session.Session:
     session = _session.Session(_session.Options(until=3600.0), io.StringIO())
     session.latest = _session.Clock("fake", "fake", 0.0, lambda: now)
     return session
 
 
-def test_text_progress_bar_draws_and_cleans_up() -> None:
-    stream = io.StringIO()
-    stdout = sys.stdout
+def test_text_progress_bar_draws_and_cleans_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = _Terminal()
+    monkeypatch.setattr(sys, "stdout", stream)  # the script writes to the bar's terminal
     bar = _progress.Progress(
         progress_session(900.0), 3600.0, stream, show_after=0.0, use_rich=False
     )
+    bar.wrap_streams()  # what entering it does, without the ticking thread
     bar.tick()
     assert stream.getvalue() == "\r" + render_bar(0.25, 900.0, 3600.0) + "\x1b[K"
     assert " 25%  t=15 min of 1 h" in stream.getvalue()
     print("half a line", end="")  # the wrapper erases the bar first ...
-    assert stream.getvalue().endswith("\x1b[K\r\x1b[K")
+    assert stream.getvalue().endswith("\x1b[K\r\x1b[Khalf a line")
     drawn = stream.getvalue()
     bar.tick()  # ... and the bar never draws over a half-written line
     assert stream.getvalue() == drawn
@@ -688,8 +694,23 @@ def test_text_progress_bar_draws_and_cleans_up() -> None:
     bar.tick()
     assert stream.getvalue().count("25%") == 2
     bar.__exit__(None, None, None)
-    assert sys.stdout is stdout
+    assert sys.stdout is stream
     assert stream.getvalue().endswith("\x1b[K\r\x1b[K")
+
+
+def test_text_progress_bar_leaves_output_to_a_file_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stream = _Terminal()
+    with _progress.Progress(
+        progress_session(900.0), 3600.0, stream, show_after=0.0, use_rich=False
+    ) as bar:
+        bar.tick()
+        print("half a line", end="")  # stdout is not the bar's terminal
+        bar.tick()
+    assert capsys.readouterr().out == "half a line"
+    assert "half a line" not in stream.getvalue()
+    assert stream.getvalue().count("25%") >= 2  # drawn on regardless
 
 
 def test_progress_bar_stays_hidden_for_quick_runs() -> None:
@@ -710,11 +731,6 @@ def test_rich_progress_bar_when_rich_is_installed() -> None:
         bar.tick()
         assert bar.shown
     assert bar.fraction() == (0.5, 1800.0)
-
-
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 def test_rich_progress_bar_leaves_the_scripts_output_alone(
@@ -770,7 +786,7 @@ def test_plot_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2", encoding="utf-8")
     status, _, err = run(capsys, "plot", bad)
-    assert status == EXIT_ERROR
+    assert status == EXIT_USAGE
     assert "not JSON" in err
     status, _, err = run(capsys, "plot", bad, "--size", "big")
     assert status == EXIT_USAGE
@@ -886,7 +902,7 @@ def test_plot_reports_a_malformed_trace_without_a_traceback(
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
     status, _, err = run(capsys, "plot", path, "-o", tmp_path / "out.png")
-    assert status == EXIT_ERROR
+    assert status == EXIT_USAGE
     assert "malformed trace event #0" in err
     assert "Traceback" not in err
 

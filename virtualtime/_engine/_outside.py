@@ -57,6 +57,9 @@ handler.  Then it waits, using no CPU.  Otherwise it is a deadlock -- including 
 thing left is a listening socket nobody connects to, or sockets whose both ends are ours: in a
 test that is almost always a bug, and a hang would hide it.  (A server meant to wait for
 clients from outside runs with ``deadlock_timeout=math.inf``, or under ``run_forever()``.)
+A program run as a service is the other case: ``virtualtime run`` calls
+:func:`wait_for_clients` on the loops it runs, and then a listening socket keeps the loop
+alive like an idle connection does -- it waits, in real time, for a client from outside.
 
 The interface the loop uses is small: :meth:`OutsideWork.quiet` (is there nothing at all
 outside? the loop's fast path) and :meth:`OutsideWork.calm` (the same answer, from a count of
@@ -94,6 +97,7 @@ __all__ = [
     "CountingSelector",
     "OutsideWork",
     "completed_by",
+    "wait_for_clients",
     "wrapped_into",
 ]
 
@@ -293,6 +297,8 @@ class OutsideWork:
         self.calm_at = -1
         """The value of :attr:`changes` when :meth:`quiet` last found nothing outside."""
         self._new_threads = NewThreads()  # the threads alive now are not new
+        self.listeners_wait = False
+        """Whether a listening socket keeps the loop alive (see :func:`wait_for_clients`)."""
         selector.world = self
 
     # ------------------------------------------------------------ registration
@@ -694,7 +700,8 @@ class OutsideWork:
         """With nothing pending, could something outside still wake the loop by itself?"""
         if self.signals or self.children_running():
             return True
-        return any(entry.kind in ("outside", "other", "unix") for _, entry in self._sockets_now())
+        alive = _LIVE_WITH_LISTENERS if self.listeners_wait else _LIVE
+        return any(entry.kind in alive for _, entry in self._sockets_now())
 
     def describe(self) -> list[str]:
         """What outside work is registered, for a deadlock report."""
@@ -712,6 +719,27 @@ class OutsideWork:
             names = ", ".join(sorted(signal.Signals(n).name for n in self.signals))
             lines.append(f"signal handlers: {names}")
         return lines
+
+
+_LIVE: Final = frozenset({"outside", "other", "unix"})
+"""Kinds of descriptor through which something outside may speak by itself, unasked."""
+_LIVE_WITH_LISTENERS: Final = _LIVE | {"listening"}
+
+
+def wait_for_clients(loop: asyncio.AbstractEventLoop) -> None:
+    """Make ``loop`` wait for clients from outside while it listens, instead of deadlocking.
+
+    By default a listening socket nobody is connected to counts for nothing in the deadlock
+    decision: in a test, a server whose only pending thing is its own listener is a bug, and
+    a report beats a hang.  A program *run as a service* is different -- ``virtualtime run
+    server.py`` means "serve whoever connects" -- so the command calls this on every loop it
+    runs: while the loop has a listening socket and nothing else can happen, it blocks in
+    real time (using no CPU) until a client connects, as the stock loop would.  Everything
+    else about deadlocks is unchanged; a loop that is not a virtual loop is left alone.
+    """
+    world = getattr(loop, "_vt_world", None)  # the loop's OutsideWork (virtual loops only)
+    if isinstance(world, OutsideWork):
+        world.listeners_wait = True
 
 
 def _child_live(transport: Any) -> bool:

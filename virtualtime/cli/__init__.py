@@ -34,6 +34,13 @@ __all__: tuple[str, ...] = (
 )
 
 
+_BAD_PLOT_INPUT = (ValueError, TypeError, OSError, OverflowError)
+"""What ``plot_trace`` raises for bad input: a malformed trace, a bad option, a path it cannot
+read or write.  Each is a bad command line (status 2, one line); only a missing matplotlib is
+status 1 (the input is fine, the installation is not), and anything else is a bug: a traceback.
+"""
+
+
 def _command_plot(args: _argparse.Namespace) -> int:
     from ..trace import NoSuchRows, plot_trace
 
@@ -56,11 +63,20 @@ def _command_plot(args: _argparse.Namespace) -> int:
     except NoSuchRows as exc:  # nothing is written: a bad --rows is a bad command line
         _args.error(f"plot: --{exc}")
         return EXIT_USAGE
-    except (ValueError, OSError) as exc:
-        _args.error(f"plot: {exc}")
-        return EXIT_ERROR
+    except _BAD_PLOT_INPUT as exc:
+        _args.error(f"plot: {_one_line(exc)}")
+        return EXIT_USAGE
     print(f"virtualtime: wrote {output} ({rows} row{'s' if rows != 1 else ''})", file=_sys.stderr)
     return EXIT_OK
+
+
+def _one_line(exc: BaseException) -> str:
+    """``exc`` as one line: an OSError with its path, anything else its message's first line."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" {exc.filename!r}" if exc.filename is not None else ""
+        return f"cannot use{where}: {exc.strerror}"
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "run":
         ours, script_args = _args.split_run(argv[1:])
         argv = ["run", *ours]
+    # A misspelt option gets "did you mean", for the parsers this command owns.
+    if argv and argv[0] in parser.commands:
+        wrong = _args.unknown_option(parser.commands[argv[0]], argv[1:], argv[0])
+    else:
+        wrong = _args.unknown_option(parser, _leading_options(argv))
+    if wrong is not None:
+        _args.error(wrong)
+        return EXIT_USAGE
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
@@ -91,3 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     from ._session import command_run
 
     return command_run(args, script_args)
+
+
+def _leading_options(argv: list[str]) -> list[str]:
+    """The options before the command (``virtualtime --version``)."""
+    lead: list[str] = []
+    for token in argv:
+        if not token.startswith("-"):
+            break
+        lead.append(token)
+    return lead

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import difflib
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -31,6 +33,7 @@ __all__ = [
     "error",
     "exit_code",
     "split_run",
+    "unknown_option",
 ]
 
 EXIT_OK: Final = 0
@@ -57,11 +60,14 @@ examples:
 
 exit status: the script's own, or 1 if it raised, 2 for a bad command line,
 3 when --until stopped it, 4 on a deadlock, 130 when interrupted.
+`virtualtime plot` exits 2 for any bad input (a bad option, a missing or malformed trace).
 """
 
 _RUN_EPILOG: Final = """\
-Times (--until, --start) are virtual seconds, or durations such as 90s, 15m, 36h, 2d, 1h30m.
-Options go before the script; everything after the script is passed to it.
+Times (--until, --start) are virtual seconds, or durations such as 90s, 15m, 36h, 2d, 1h30m;
+--deadlock-timeout is real seconds (or inf).  Options go before the script; everything after
+the script is passed to it.  A program that listens for connections (a server) waits for
+clients from outside until Ctrl-C or --until, instead of being reported as deadlocked.
 
 examples:
   virtualtime run examples/retry.py
@@ -130,6 +136,24 @@ def _rate_arg(text: str) -> float:
     return rate
 
 
+def _deadlock_timeout_arg(text: str) -> float:
+    """``--deadlock-timeout``: real seconds (a duration) or ``inf``, checked like the option."""
+    if text.strip().lower() in ("inf", "never"):
+        return math.inf
+    try:
+        seconds = parse_time(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected real seconds (0.25), a duration (250ms, 2s) or inf (never report a "
+            f"deadlock), got {text!r}"
+        ) from None
+    try:
+        timeout: float = check_option("deadlock_timeout", seconds)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return timeout
+
+
 def _wall_start_arg(text: str) -> datetime.datetime:
     """``--wall-start``: ISO 8601; naive means local time, as the marker's ``wall_start=``."""
     try:
@@ -175,15 +199,46 @@ def _size_arg(text: str) -> tuple[int, int]:
 # Options of ``run`` that take a value; the command line is split at the script by hand
 # (options before it are ours, everything after it is the script's), so these must be known.
 _RUN_VALUE_OPTIONS: Final = frozenset(
-    {"--until", "--start", "--rate", "--trace", "--trace-limit", "--seed", "--wall-start"}
+    {
+        "--until",
+        "--start",
+        "--rate",
+        "--deadlock-timeout",
+        "--trace",
+        "--trace-limit",
+        "--seed",
+        "--wall-start",
+    }
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that remembers its options and its own subcommands' parsers.
+
+    The command checks the options it owns with :func:`unknown_option` before argparse sees
+    them, so that a misspelt option gets "did you mean" on every Python (argparse only
+    learned to suggest in 3.14, and not for options).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.takes_value: dict[str, bool] = {}
+        """Every option string -> whether it takes a value (``--until T``) or not (``-q``)."""
+        self.commands: dict[str, Parser] = {}
+        """The subcommands whose options :func:`unknown_option` checks: ``run`` and ``plot``."""
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        for option in action.option_strings:
+            self.takes_value[option] = action.nargs != 0
+        return action
+
+
+def build_parser() -> Parser:
     """The parser of every subcommand (``run``, ``plot``, and those in :data:`SUBCOMMANDS`)."""
     from .._version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="virtualtime",
         description=(
             "Run asyncio, anyio and trio programs in virtual time: sleeps return at once, "
@@ -199,16 +254,15 @@ def build_parser() -> argparse.ArgumentParser:
         version=f"virtualtime {__version__} (Python {sys.version.split()[0]})",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _add_run(commands)
-    _add_plot(commands)
+    parser.commands["run"] = _add_run(commands)
+    parser.commands["plot"] = _add_plot(commands)
     for add in SUBCOMMANDS.values():  # further subcommands register here (see SUBCOMMANDS)
         add(commands)
     return parser
 
 
-def _add_run(commands: Any) -> None:
-
-    run = commands.add_parser(
+def _add_run(commands: Any) -> Parser:
+    run: Parser = commands.add_parser(
         "run",
         help="run a script in virtual time",
         description=(
@@ -234,6 +288,13 @@ def _add_run(commands: Any) -> None:
         type=_rate_arg,
         metavar="R",
         help="pace virtual time at R x real time, to watch it (default 0: as fast as possible)",
+    )
+    run.add_argument(
+        "--deadlock-timeout",
+        type=_deadlock_timeout_arg,
+        metavar="S",
+        help="real seconds to wait, when nothing at all can happen, for something outside to "
+        "wake the program before reporting a deadlock (status 4); inf: never (default 0.25)",
     )
     run.add_argument(
         "--trace",
@@ -274,10 +335,11 @@ def _add_run(commands: Any) -> None:
     run.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     run.add_argument("script", nargs="?", metavar="SCRIPT", help="the Python file to run")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
+    return run
 
 
-def _add_plot(commands: Any) -> None:
-    plot = commands.add_parser(
+def _add_plot(commands: Any) -> Parser:
+    plot: Parser = commands.add_parser(
         "plot",
         help="draw a trace written by `run --trace` as a timeline",
         description="Draw a trace as a Gantt-style timeline: one row per task or vehicle.",
@@ -309,6 +371,7 @@ def _add_plot(commands: Any) -> None:
         metavar="PATTERN",
         help="draw only rows whose name matches (shell-style, e.g. 'vehicle *'; repeatable)",
     )
+    return plot
 
 
 def split_run(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -330,6 +393,38 @@ def split_run(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             continue
         return list(argv[: i + 1]), list(argv[i + 1 :])
     return list(argv), []
+
+
+_NUMBER: Final = re.compile(r"-\.?\d")
+
+
+def unknown_option(parser: Parser, tokens: Sequence[str], where: str = "") -> str | None:
+    """The error for the first option in ``tokens`` that ``parser`` does not have, or None.
+
+    ``tokens`` are the options (and their values) given to ``parser``; scanning stops at
+    ``--``.  A close match is suggested: ``--untill`` -> "did you mean --until?".  ``where``
+    names the subcommand in the message (``"run"``).
+    """
+    known = parser.takes_value
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token == "--":
+            return None
+        if not token.startswith("-") or token == "-" or _NUMBER.match(token):
+            continue
+        name = token.split("=", 1)[0] if token.startswith("--") else token[:2]
+        if name in known:
+            if known[name] and "=" not in token and len(token) == len(name):
+                i += 1  # its value, whatever it looks like
+            continue
+        close = difflib.get_close_matches(name, [o for o in known if o.startswith("--")], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        command = f"virtualtime {where}".strip()
+        prefix = f"{where}: " if where else ""
+        return f"{prefix}unknown option {name}{hint}; see {command} --help"
+    return None
 
 
 def error(message: str, stream: IO[str] | None = None) -> None:

@@ -75,6 +75,7 @@ from typing import IO, Any, Final, TextIO
 
 from .._engine._control import settle
 from .._engine._loop import VirtualEventLoop
+from .._engine._outside import wait_for_clients
 from .._options import configure
 from .._shared._errors import DeadlockError
 from .._shared._units import format_duration
@@ -129,6 +130,7 @@ class Options:
     until: float | None = None
     start: float | None = None
     rate: float | None = None
+    deadlock_timeout: float | None = None
     history: int | None = None
     patch_time: bool = False
     wall_start: datetime.datetime | None = None
@@ -142,6 +144,8 @@ class Options:
             given["start"] = self.start
         if self.rate is not None:
             given["rate"] = self.rate
+        if self.deadlock_timeout is not None:
+            given["deadlock_timeout"] = self.deadlock_timeout
         if self.patch_time:
             given["patch_time"] = True
         if self.wall_start is not None:
@@ -212,9 +216,17 @@ class Session:
         self.latest = clock
 
     def adopt(self, loop: VirtualEventLoop) -> VirtualEventLoop:
-        """Count ``loop`` in the summary and trace; arm ``--until`` on it."""
+        """Count ``loop`` in the summary and trace; arm ``--until`` on it.
+
+        And let it serve: a loop that listens for connections waits for clients from outside
+        instead of reporting a deadlock (see :func:`~virtualtime._engine._outside.
+        wait_for_clients`) -- the program is a server, run to be used, until Ctrl-C or
+        ``--until``.  trio needs nothing: its clock never counts a task waiting on a socket
+        (a listener included) as deadlocked.
+        """
         if id(loop) in self.clocks:
             return loop
+        wait_for_clients(loop)
         stops = self.stops
         self._add(
             Clock(
@@ -580,19 +592,24 @@ _HIDDEN_FRAMES: Final = ("<frozen runpy>", "<frozen importlib._bootstrap>")
 
 
 def _script_traceback(error: BaseException) -> str:
-    """The script's traceback, without the frames of this command and of runpy."""
+    """The script's traceback as ``python script.py`` prints it.
+
+    Left out: the frames of this command and of runpy (python runs the script itself), and
+    every frame of virtualtime -- the virtual loop's ``run_until_complete``, the trio guard --
+    which are there only because the command swapped the loop or clock in.
+    """
     hidden = {os.path.abspath(runpy.__file__ or "runpy")}
     te = traceback.TracebackException.from_exception(error)
     _prune(te, hidden)
     return "".join(te.format())
 
 
-_CLI_FOLDER: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_FOLDER: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _hidden(filename: str, hidden: set[str]) -> bool:
     path = os.path.abspath(filename)
-    return filename in _HIDDEN_FRAMES or path in hidden or path.startswith(_CLI_FOLDER)
+    return filename in _HIDDEN_FRAMES or path in hidden or path.startswith(_PACKAGE_FOLDER)
 
 
 def _prune(te: traceback.TracebackException, hidden: set[str], depth: int = 0) -> None:
@@ -650,7 +667,8 @@ def _execute(target: _Target) -> None:
                 sys.path[0] = script_dir
             else:
                 sys.path.insert(0, script_dir)
-            runpy.run_path(target.path, run_name="__main__")
+            # python names the main script by its absolute path (__file__, tracebacks).
+            runpy.run_path(os.path.abspath(target.path), run_name="__main__")
         else:
             assert target.module is not None
             sys.argv = [target.module, *target.args]
@@ -686,6 +704,7 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         until=args.until,
         start=args.start,
         rate=args.rate,
+        deadlock_timeout=args.deadlock_timeout,
         history=args.trace_limit if args.trace is not None else None,
         patch_time=args.patch_time,
         wall_start=args.wall_start,
@@ -704,6 +723,7 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
     began = time.perf_counter()
     status = EXIT_OK
     outcome: BaseException | None = None
+    raised = False
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(session.installed())
@@ -723,13 +743,23 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
     except BaseException as error:  # the script's own failure: show it as python would
+        interrupted, rest = _split_interrupt(error)
         if isinstance(error, asyncio.CancelledError) and session.first_stop is not None:
             outcome = UntilReached(session.first_stop)
             status = EXIT_UNTIL
+        elif interrupted:
+            # Ctrl-C inside a trio nursery (or a TaskGroup) arrives wrapped in a group: it is
+            # still Ctrl-C.  Whatever else the group holds, beyond the cancellations the
+            # interrupt caused, is shown.
+            status = EXIT_INTERRUPTED
+            if rest is not None:
+                _flush(sys.stdout)
+                print(_script_traceback(rest), end="", file=sys.stderr, flush=True)
         else:
-            sys.stdout.flush()
+            _flush(sys.stdout)
             print(_script_traceback(error), end="", file=sys.stderr, flush=True)
             status = EXIT_ERROR
+            raised = True
     finally:
         real = time.perf_counter() - began
         random.setstate(random_state)
@@ -743,7 +773,7 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         print(_until_message(stop, args.until), file=sys.stderr, flush=True)
     elif status == EXIT_INTERRUPTED:
         now = session.current_time()
-        where = f" at virtual time {now:g} s" if now is not None else ""
+        where = f" at virtual time {format_duration(now)}" if now is not None else ""
         print(f"virtualtime: interrupted{where}", file=sys.stderr, flush=True)
 
     if recorder is not None:
@@ -754,9 +784,31 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
             return status or EXIT_ERROR
         session.note(f"trace of {count:,} events written to {args.trace}")
 
-    if not args.quiet:
+    # After the script's traceback nothing more is said, as python says nothing more; and
+    # "never started an event loop" is only worth saying of a script that ran to its end.
+    if not args.quiet and not raised and (session.seen or status == EXIT_OK):
         print(_summary(session, real), file=sys.stderr, flush=True)
     return status
+
+
+def _split_interrupt(error: BaseException) -> tuple[bool, BaseException | None]:
+    """Whether ``error`` is a group holding a Ctrl-C; and what else it holds, if anything.
+
+    Cancellations (``asyncio.CancelledError``, ``trio.Cancelled``) are the interrupt's own
+    doing and are dropped from the rest.
+    """
+    if not isinstance(error, BaseExceptionGroup):
+        return False, None
+    interrupts, rest = error.split(KeyboardInterrupt)
+    if interrupts is None:
+        return False, None
+    if rest is not None:
+        cancelled: tuple[type[BaseException], ...] = (asyncio.CancelledError,)
+        trio = sys.modules.get("trio")
+        if trio is not None:
+            cancelled += (trio.Cancelled,)
+        rest = rest.split(cancelled)[1]
+    return True, rest
 
 
 def _command_line(target: _Target) -> str:
