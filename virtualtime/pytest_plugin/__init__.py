@@ -704,6 +704,114 @@ async def _trio_guarded(call: Callable[[], Awaitable[Any]]) -> Any:
     return await virtual_trio.RunGuard(clock, call).guarded_main()
 
 
+# ------------------------------------------------------------------ pytest-trio
+
+
+_PYTEST_TRIO_KEY: Final = pytest.StashKey[Callable[[], None]]()
+"""On a pytest-trio test that runs on a VirtualClock: how to undo what guards its run."""
+
+
+def _pytest_trio_clock(item: pytest.Item) -> VirtualClock | None:
+    """The VirtualClock pytest-trio will run ``item`` with, if it is such a test.
+
+    pytest-trio passes ``trio.run`` any ``trio.abc.Clock`` among a test's fixture values (the
+    documented way is a fixture named ``clock``); called once the fixtures are set up.
+    """
+    pytest_trio = sys.modules.get("pytest_trio.plugin")
+    virtual_trio = sys.modules.get("virtualtime.trio")
+    if (
+        pytest_trio is None
+        or virtual_trio is None  # no VirtualClock was ever made, so the test has none
+        or item.get_closest_marker("trio") is None
+        or not item.config.pluginmanager.is_registered(pytest_trio)
+    ):
+        return None
+    values = getattr(item, "funcargs", {}).values()
+    clocks = [value for value in values if isinstance(value, virtual_trio.VirtualClock)]
+    return clocks[0] if len(clocks) == 1 else None  # several: pytest-trio refuses them
+
+
+def _guard_pytest_trio(item: pytest.Item) -> None:
+    """Make pytest-trio run ``item`` guarded when its clock is a VirtualClock.
+
+    pytest-trio calls ``trio.run`` itself, so a deadlock would leave the clock with no way
+    to end the run (see "Deadlocks" in :mod:`virtualtime.trio`).  Its ``trio`` mark takes
+    the function that runs the test (``run=``, documented for qtrio); a mark put first for
+    the duration of the test hands it a runner that starts the run through
+    :class:`virtualtime.trio.RunGuard` -- around pytest-trio's own main function, so that a
+    deadlock in a fixture is caught too -- and otherwise calls the runner the test would
+    have had.  Under Hypothesis pytest-trio ignores ``run=``; there the test body is
+    guarded instead.
+    """
+    if _pytest_trio_clock(item) is None:
+        return
+    obj: Any = getattr(item, "obj", None)
+    hypothesis: Any = getattr(obj, "hypothesis", None)
+    inner = getattr(hypothesis, "inner_test", None)
+    if inner is not None:
+        if not inspect.iscoroutinefunction(inner):  # pragma: no cover - already wrapped
+            return
+
+        @functools.wraps(inner)
+        async def guarded(**kwargs: Any) -> Any:
+            return await _trio_guarded(_named_call(inner, kwargs))
+
+        hypothesis.inner_test = guarded
+        item.stash[_PYTEST_TRIO_KEY] = lambda: setattr(hypothesis, "inner_test", inner)
+        return
+    mark = pytest.mark.trio(run=_GuardedTrioRun(_pytest_trio_runner(item))).mark
+    # Closest first, as item.add_marker(mark, append=False) would put it, but kept out of the
+    # test's keywords: -k and -m selection happened long ago, and nothing else should see it.
+    item.own_markers.insert(0, mark)
+
+    def undo() -> None:
+        with contextlib.suppress(ValueError):
+            item.own_markers.remove(mark)
+
+    item.stash[_PYTEST_TRIO_KEY] = undo
+
+
+def _pytest_trio_runner(item: pytest.Item) -> Callable[..., Any]:
+    """The function pytest-trio would run ``item`` with: a ``trio`` mark's ``run=``, else
+    the ini option ``trio_run`` (pytest-trio's own rule)."""
+    for mark in item.iter_markers("trio"):
+        run = mark.kwargs.get("run")
+        if run is not None:
+            return run  # type: ignore[no-any-return]
+    choose = getattr(sys.modules.get("pytest_trio.plugin"), "choose_run", None)
+    if callable(choose):
+        return choose(config=item.config)  # type: ignore[no-any-return]
+    import trio  # pragma: no cover - pytest-trio without choose_run
+
+    return trio.run  # pragma: no cover
+
+
+class _GuardedTrioRun:
+    """A pytest-trio runner that guards a run on a VirtualClock (see :func:`_guard_pytest_trio`)."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run: Callable[..., Any]) -> None:
+        self.run = run
+
+    def __call__(self, async_fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        from .. import trio as virtual_trio
+
+        clock = kwargs.get("clock")
+        if isinstance(clock, virtual_trio.VirtualClock) and not virtual_trio.RunGuard.active(clock):
+            async_fn = virtual_trio.RunGuard(clock, async_fn).guarded_main
+        return self.run(async_fn, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<virtualtime guard around {self.run!r}>"
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    undo = item.stash.get(_PYTEST_TRIO_KEY, None)
+    if undo is not None:
+        undo()
+
+
 # ------------------------------------------------------------------ the virtual horizon
 
 
@@ -1018,6 +1126,7 @@ _HARNESS: Final = (
     "/anyio/_backends/",
     "/anyio/pytest_plugin.py",
     "/pytest_asyncio/",
+    "/pytest_trio/",
     "/virtualtime/pytest_plugin/__init__.py",
     "/virtualtime/trio/__init__.py",
     "/virtualtime/_engine/_loop.py",
@@ -1037,6 +1146,18 @@ def _user_frames(where: str) -> str:
     ):
         index += 1
     return " -> ".join(frames[index:])
+
+
+_LIBRARIES: Final = ("/trio/", "/anyio/", "/outcome/")
+"""Libraries a blocked task's stack passes through on its way to what it waits for."""
+
+
+def _runner_only(where: str) -> bool:
+    """Whether a blocked task's stack is all test runners' and libraries' frames."""
+    return all(
+        any(part in frame.replace("\\", "/") for part in (*_HARNESS, *_LIBRARIES))
+        for frame in where.split(" -> ")
+    )
 
 
 def _settings_or_none(item: pytest.Item) -> bool:
@@ -1077,9 +1198,11 @@ def deadlock_report(error: Any) -> str:
     head = head.rstrip(".") + "."
     lines = [f"DeadlockError: {head}"]
     blocked = tuple(getattr(error, "blocked", ()) or ())
-    if blocked:
+    # A runner's own tasks (pytest-trio's, waiting for the test) say nothing about the test.
+    own = tuple((name, where) for name, where in blocked if not _runner_only(where)) or blocked
+    if own:
         lines.append("Blocked tasks:")
-        lines.extend(f"  - {name}: {_user_frames(where)}" for name, where in blocked)
+        lines.extend(f"  - {name}: {_user_frames(where)}" for name, where in own)
     else:
         lines.append(message)
     lines.append("(run with --tb=long for the full traceback)")
@@ -1092,7 +1215,9 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     excinfo = call.excinfo
-    if excinfo is None or not report.failed or not _settings_or_none(item):
+    if excinfo is None or not report.failed:
+        return report
+    if not (_settings_or_none(item) or item.stash.get(_PYTEST_TRIO_KEY, None) is not None):
         return report
     if item.config.getoption("tbstyle", "auto") in ("long", "native"):
         return report
@@ -1479,7 +1604,9 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     if not _is_pytest_asyncio_test(item):
         if settings.virtual:
             _check_runnable(item)
-        return (yield)
+        result = yield
+        _guard_pytest_trio(item)  # its fixtures are set up now: is the clock among them?
+        return result
     state = _check_pytest_asyncio_test(item, settings)
     needed = settings.virtual or state.after_virtual
     state.after_virtual = settings.virtual

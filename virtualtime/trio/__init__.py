@@ -106,6 +106,7 @@ clock is a VirtualClock, they drive it (this module holds their trio halves).
 
 import collections.abc as _abc
 import contextlib
+import functools
 import gc
 import math
 import os
@@ -1279,9 +1280,14 @@ class RunGuard(typing.Generic[_T]):
             raise _errors.InvalidTypeError(
                 f"clock must be a virtualtime.trio.VirtualClock, got {clock!r}"
             )
+        if not callable(async_fn):
+            raise _errors.InvalidTypeError(
+                f"async_fn must be an async function (or another callable returning an "
+                f"awaitable), got {async_fn!r} ({type(async_fn).__name__})"
+            )
         self.clock = clock
         self.async_fn = async_fn
-        self.name: str = getattr(async_fn, "__qualname__", None) or repr(async_fn)
+        self.name: str = _callable_name(async_fn)
         self.scope = trio.CancelScope()
         self.task: trio.lowlevel.Task | None = None
         self.deadlock: _errors.DeadlockError | None = None
@@ -1307,19 +1313,47 @@ class RunGuard(typing.Generic[_T]):
             )
         if clock._guard is not None:
             raise _errors.UsageError(f"{clock!r} is already guarding another run")
-        with self.scope:
-            clock._guard = self
-            self.task = trio.lowlevel.current_task()
-            clock._dormant = False  # a new guarded run: a deadlock in it must be detected afresh
-            try:
-                return await self.async_fn(*args)
-            finally:
-                clock._guard = None
-                clock._dormant = False
+        try:
+            with self.scope:
+                clock._guard = self
+                self.task = trio.lowlevel.current_task()
+                clock._dormant = False  # a new guarded run: a deadlock must be found afresh
+                try:
+                    return await self.async_fn(*args)
+                finally:
+                    clock._guard = None
+                    clock._dormant = False
+        except BaseException as exc:
+            # Once the clock has declared a deadlock, whatever the cancellation turned into on
+            # its way out (pytest-trio, for one, reports a fixture it cancelled as a
+            # RuntimeError) is a consequence: the deadlock is what the caller must hear about.
+            error, self.deadlock = self.deadlock, None
+            if error is None or _interrupts(exc):
+                raise
+            raise error from exc
         error, self.deadlock = self.deadlock, None
         if error is None:  # pragma: no cover - only the clock cancels this scope
             raise _errors.UsageError("virtualtime.trio: the guard scope was cancelled unexpectedly")
         raise error
+
+
+def _callable_name(func: object) -> str:
+    """The name a guarded run's main task goes by in deadlock reports."""
+    while True:
+        name = getattr(func, "__qualname__", None)
+        if isinstance(name, str):
+            return name
+        if not isinstance(func, functools.partial):
+            return repr(func)
+        func = func.func
+
+
+def _interrupts(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or holds) an interruption that must pass through unchanged."""
+    kinds = (KeyboardInterrupt, SystemExit, GeneratorExit)
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(kinds) is not None
+    return isinstance(exc, kinds)
 
 
 def run(
