@@ -8,10 +8,13 @@ in one worker process in a fresh folder of its own.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +201,156 @@ def test_the_runner_reports_every_kind_of_broken_block(tmp_path: Path) -> None:
     }
     failed_test = next(r for r in results if r["what"] == "pytest")
     assert "test_that_fails: failed" in failed_test["message"]
+
+
+# The documentation site (mkdocs.yml).  Building it needs the docs extra, which the test
+# extra does not bring, so CI builds it with `mkdocs build --strict`; what follows checks
+# what can be checked from the files alone.
+
+DOCS = ROOT / "docs"
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Attributes|Examples?):$", re.MULTILINE
+)
+_SPHINX_FIELD = re.compile(r"^:(param|type|returns?|rtype|raises?)\b", re.MULTILINE)
+_NUMPY_SECTION = re.compile(r"^(Parameters|Returns|Raises|Yields)\n-{3,}$", re.MULTILINE)
+
+
+def _docstrings() -> list[tuple[str, str]]:
+    """Every docstring of the package: (where, text, dedented as Griffe reads it)."""
+    found = []
+    for path in sorted((ROOT / "virtualtime").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                text = ast.get_docstring(node)
+                if text:
+                    name = getattr(node, "name", "module")
+                    found.append((f"{path.relative_to(ROOT)}:{name}", text))
+    return found
+
+
+def test_the_site_reads_docstrings_in_the_style_they_are_written_in() -> None:
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    configured = re.findall(r"^\s*docstring_style:\s*(\w+)", config, re.MULTILINE)
+    styles: dict[str, list[str]] = {"google": [], "sphinx": [], "numpy": []}
+    for where, text in _docstrings():
+        if _NUMPY_SECTION.search(text):
+            styles["numpy"].append(where)
+        elif _SECTION.search(text):
+            styles["google"].append(where)
+        if _SPHINX_FIELD.search(text):
+            styles["sphinx"].append(where)
+    used = {style for style, places in styles.items() if places}
+    assert styles["google"], "some docstrings have Google sections (Args:)"
+    assert used == {"google"}, {style: styles[style][:5] for style in used - {"google"}}
+    # An `Args:` section read as Sphinx style is one run-on paragraph on the site.
+    assert configured == ["google"], f"mkdocs.yml reads docstrings as {configured}"
+
+
+def _markdown_helper() -> Any:
+    path = DOCS / "_ext" / "docstring_markdown.py"
+    spec = importlib.util.spec_from_file_location("docstring_markdown", path)
+    assert spec is not None, path
+    assert spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docstrings_sphinx_roles_and_literal_blocks_become_markdown() -> None:
+    to_markdown = _markdown_helper().to_markdown
+    assert to_markdown("Use :func:`run`, :class:`~virtualtime.sim.Clock` or :meth:`x <a.b>`.") == (
+        "Use `run`, `Clock` or `x`."
+    )
+    docstring = (
+        "Use it like this::\n"
+        "\n"
+        "    loop = new_event_loop()\n"
+        "\n"
+        "    if ready:\n"
+        "        go()\n"
+        "\n"
+        "Then more text.\n"
+        "\n"
+        "Args:\n"
+        "    first: shorthand ::\n"
+        "\n"
+        "        f(x)\n"
+        "    second: plain."
+    )
+    assert to_markdown(docstring) == (
+        "Use it like this:\n"
+        "\n"
+        "```python\n"
+        "loop = new_event_loop()\n"
+        "\n"
+        "if ready:\n"
+        "    go()\n"
+        "```\n"
+        "\n"
+        "Then more text.\n"
+        "\n"
+        "Args:\n"
+        "    first: shorthand\n"
+        "\n"
+        "    ```python\n"
+        "    f(x)\n"
+        "    ```\n"
+        "    second: plain."
+    )
+    # "::" with nothing indented after it, or inside code, is left alone.
+    assert to_markdown("A slice a[1::] and a note::\nnot indented.") == (
+        "A slice a[1::] and a note::\nnot indented."
+    )
+    # The package's own literal blocks all convert: none is left for the site to show raw.
+    left = [where for where, text in _docstrings() if "::\n" in to_markdown(text)]
+    assert not left, left
+
+
+def _prose(page: str) -> str:
+    """A page without its code blocks and code spans: the words a reader reads."""
+    text = re.sub(r"^([ \t]*)(`{3,}|~{3,}).*?^\1\2[ \t]*$", "", page, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def test_the_install_page_covers_every_extra_and_python() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    page = (DOCS / "install.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `([\w-]+)` \|", page, re.MULTILINE))
+    extras = set(pyproject["optional-dependencies"])
+    assert rows == extras, (
+        f"extras without a row: {extras - rows}; rows of no extra: {rows - extras}"
+    )
+    versions = [
+        c.rsplit(" :: ", 1)[1]
+        for c in pyproject["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    ]
+    assert pyproject["requires-python"] == f">={versions[0]}"
+    first_paragraph = _prose(page).split("\n\n")[1]
+    named = re.findall(r"3\.\d+", first_paragraph)
+    assert named == versions, f"the page names {named}, pyproject {versions}"
+    # The set-up commands are the README's (and so CI's): the same bash lines.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+
+    def bash_lines(text: str) -> list[str]:
+        return [b.code for b in parse_blocks(text) if b.lang == "bash"]
+
+    assert bash_lines(page) == bash_lines(readme)[:1]
+
+
+def test_the_site_sends_readers_to_pages_it_has() -> None:
+    # The README is not on the site, and no link to it can work there: a page that says "see
+    # the README" leaves a reader of the site with nowhere to go.  (A path in code, such as
+    # `bench/README.md`, names a file of the clone and is fine.)
+    mentions = [
+        f"{page.name}: {line.strip()}"
+        for page in sorted(DOCS.rglob("*.md"))
+        for line in _prose(page.read_text(encoding="utf-8")).splitlines()
+        if re.search(r"\bREADME\b", line)
+    ]
+    assert not mentions, mentions
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    assert "](install.md)" in home, "the home page links the install page"
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^\s+- Install: install\.md$", nav, re.MULTILINE), "Install is in the nav"
