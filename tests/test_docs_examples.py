@@ -298,6 +298,12 @@ def test_docstrings_sphinx_roles_and_literal_blocks_become_markdown() -> None:
         "    ```\n"
         "    second: plain."
     )
+    # A definition list whose terms are code: one bullet per entry, not one paragraph.
+    knobs = "Knobs:\n\n``velocity``\n    How fast.\n    Never 0.\n``name``\n    For reprs.\n\nEnd."
+    assert to_markdown(knobs) == (
+        "Knobs:\n\n- ``velocity``: How fast.\n  Never 0.\n- ``name``: For reprs.\n\nEnd."
+    )
+    assert to_markdown("``alone``\n\n    code") == "``alone``\n\n    code"
     # "::" with nothing indented after it, or inside code, is left alone.
     assert to_markdown("A slice a[1::] and a note::\nnot indented.") == (
         "A slice a[1::] and a note::\nnot indented."

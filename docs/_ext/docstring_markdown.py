@@ -7,7 +7,10 @@ Sphinx habits remain in their prose, and Markdown has neither:
   each becomes a code span of the name a reader would see (``run``, ``Clock``);
 * literal blocks, a paragraph ending in ``::`` followed by an indented block: the ``::``
   becomes ``:`` (as Sphinx prints it) and the block a fenced Python block, so that it is
-  highlighted like every other example on the site instead of shown as plain text.
+  highlighted like every other example on the site instead of shown as plain text;
+* definition lists whose terms are code (a line that is just ````velocity````, its
+  description indented under it): each entry becomes a bullet, ``- `velocity`: ...``, where
+  Markdown would otherwise run every term and description into one paragraph.
 
 Only the standard library here, so the test suite can check it without the docs extra;
 ``sphinx_roles.py`` applies it to every docstring mkdocstrings renders.
@@ -73,6 +76,31 @@ def _literal_blocks(text: str) -> str:
     return "\n".join(out)
 
 
+_TERM = re.compile(r"^( *)(``[^`]+``)$")
+
+
+def _definition_lists(text: str) -> str:
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        term = _TERM.match(lines[i])
+        if term and i + 1 < len(lines) and lines[i + 1].strip():
+            base = len(term[1])
+            end = i + 1
+            while end < len(lines) and lines[end].strip() and _indent(lines[end]) > base:
+                end += 1
+            if end > i + 1:
+                body = [line.strip() for line in lines[i + 1 : end]]
+                out.append(f"{term[1]}- {term[2]}: {body[0]}")
+                out.extend(f"{term[1]}  {line}" for line in body[1:])
+                i = end
+                continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
 def to_markdown(docstring: str) -> str:
-    """The docstring with its Sphinx roles and literal blocks written as Markdown."""
-    return _literal_blocks(_ROLE.sub(_plain, docstring))
+    """The docstring with its Sphinx roles, literal blocks and definition lists as Markdown."""
+    return _definition_lists(_literal_blocks(_ROLE.sub(_plain, docstring)))
