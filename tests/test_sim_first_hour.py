@@ -9,9 +9,13 @@ journey that could not be followed through a halt.
 
 from __future__ import annotations
 
+import gc
+import math
 import subprocess
 import sys
 import textwrap
+import warnings
+from typing import Any
 
 import pytest
 
@@ -95,3 +99,133 @@ def test_processes_left_at_the_end_are_cancelled_in_start_order_in_every_run() -
     start_order = list(range(20))
     seen = {_run_python(_CLEANUP_MODEL) for _ in range(15)}
     assert seen == {f"{start_order} {start_order}\n"}
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+# --------------------------------------------------------------------------- the end time
+
+
+def test_a_kept_simulation_tells_when_the_run_ended_and_main_still_gives_its_value(
+    backend: str,
+) -> None:
+    async def customer(counter: sim.Resource, service: float) -> None:
+        async with counter.request():
+            await sim.sleep(service)
+
+    async def main() -> int:
+        counter = sim.Resource()
+        for service in (3, 4, 5):
+            sim.start(customer(counter, service))
+        return 3
+
+    env = sim.Simulation()
+    assert env.simulate(main, backend=backend) == 3  # main's value, as sim.simulate gives
+    assert env.now == 12.0  # the last customer left at 3 + 4 + 5
+    assert sim.simulate(main, backend=backend) == 3
+    with pytest.raises(virtualtime.UsageError, match="runs once"):
+        env.simulate(main, backend=backend)
+
+
+def test_until_inf_runs_until_every_process_has_ended_as_until_none_does(backend: str) -> None:
+    async def main() -> str:
+        await sim.sleep(7)
+        return "done"
+
+    env = sim.Simulation()
+    assert env.simulate(main, until=math.inf, backend=backend) == "done"
+    assert env.now == 7.0
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_statistics_are_readable_after_the_run_even_for_a_resource_nobody_used(
+    backend: str,
+) -> None:
+    async def main() -> tuple[sim.Resource, sim.Store]:
+        idle, shelf = sim.Resource(2), sim.Store()
+        await sim.sleep(10)
+        return idle, shelf
+
+    result = sim.simulate(main, backend=backend)
+    assert result is not None
+    idle, shelf = result
+    assert idle.stats.utilisation() == 0.0
+    assert idle.stats.served() == 0
+    assert shelf.stats.mean_level() == 0.0
+    assert idle.stats.users.now == 10.0
+
+
+def test_statistics_of_a_resource_never_used_anywhere_say_why_there_are_none() -> None:
+    counter = sim.Resource()
+    with pytest.raises(virtualtime.UsageError, match="has not been used in a simulation"):
+        _ = counter.stats
+
+
+# --------------------------------------------------------------------------- SimPy habits
+
+
+def test_starting_a_simpy_generator_names_the_fix() -> None:
+    def simpy_style() -> Any:
+        yield 1
+
+    async def main() -> None:
+        sim.start(simpy_style())
+
+    with pytest.raises(virtualtime.InvalidTypeError, match=r"async def.*coming-from-simpy\.md"):
+        sim.simulate(main)
+    with pytest.raises(virtualtime.InvalidTypeError, match=r"async def.*coming-from-simpy\.md"):
+        sim.simulate(simpy_style)
+
+
+def test_sleep_gives_back_the_value_it_was_given_on_every_path(backend: str) -> None:
+    async def main() -> tuple[Any, ...]:
+        plain = await sim.sleep(1)
+        given = await sim.sleep(2, "rested")
+        _, value = await sim.first_of(sim.sleep(5, "late"), sim.sleep(1, "early"))
+        both = await sim.all_of(sim.sleep(1, "a"), sim.sleep(2, "b"), sim.sleep(0))
+        return plain, given, value, both, sim.now()
+
+    assert sim.simulate(main, backend=backend) == (None, "rested", "early", ["a", "b", None], 6.0)
+
+
+def test_an_interrupted_sleep_with_a_value_raises_the_interrupt(backend: str) -> None:
+    async def napper() -> str:
+        try:
+            return str(await sim.sleep(10, "slept"))
+        except sim.Interrupt as interrupt:
+            return f"woken by {interrupt.cause} at {sim.now()}"
+
+    async def main() -> str:
+        proc = sim.start(napper())
+        await sim.sleep(4)
+        proc.interrupt("alarm")
+        return await proc
+
+    assert sim.simulate(main, backend=backend) == "woken by alarm at 4.0"
+
+
+def test_a_sleep_never_awaited_warns_as_an_asyncio_coroutine_does_and_a_lost_one_not(
+    backend: str,
+) -> None:
+    async def forgetful() -> None:
+        sim.sleep(5)  # forgot the await
+
+    async def patient() -> str:
+        counter = sim.Resource()
+        req = counter.request()  # granted at once: it wins before the sleep begins
+        which, _ = await sim.first_of(req, sim.sleep(3))
+        req.release()
+        return "request" if which is req else "sleep"
+
+    with pytest.warns(RuntimeWarning, match=r"coroutine 'sim\.sleep' was never awaited"):
+        sim.simulate(forgetful, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the sleep that lost is taken back, not forgotten
+        assert sim.simulate(patient, backend=backend) == "request"
+        gc.collect()

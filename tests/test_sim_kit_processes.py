@@ -202,7 +202,7 @@ def test_bad_arguments_are_clear_errors() -> None:
         sim.Container(10, init=11)
     with pytest.raises(ValueError, match="at least one"):
         sim.first_of()
-    with pytest.raises(TypeError, match="not awaitable"):
+    with pytest.raises(TypeError, match="must be awaitable"):
         sim.all_of(3)  # type: ignore[arg-type]
 
 

@@ -54,8 +54,10 @@ import bisect
 import contextlib
 import functools
 import heapq
+import inspect
 import itertools
 import math
+import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextvars import ContextVar
@@ -64,8 +66,15 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import anyio
 
-from .._shared._errors import DeadlockError, UsageError, VirtualTimeError
-from .._shared._time import check_delay, delay_ticks, to_seconds, to_ticks
+from .._shared._errors import (
+    DeadlockError,
+    InvalidTypeError,
+    InvalidValueError,
+    UsageError,
+    VirtualTimeError,
+)
+from .._shared._time import check_bool, delay_ticks, to_seconds, to_ticks
+from ._check import HORIZON, check_name, check_number, check_positive, short
 from ._fast import current_library as _current_library
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
@@ -370,8 +379,7 @@ class Simulation:
     """
 
     def __init__(self, *, order: str = "virtualtime") -> None:
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {', '.join(map(repr, ORDERS))}, got {order!r}")
+        _check_order(order)
         self._order = order
         self._simpy = order == "simpy"
         self._fast = False
@@ -499,11 +507,8 @@ class Simulation:
 
     def start(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> Process[T]:
         """Start ``coro`` as a process of this simulation and return its handle."""
-        if not asyncio.iscoroutine(coro):
-            raise TypeError(
-                f"start() takes a coroutine (call the async function: start(f(...))), "
-                f"got {coro!r} ({type(coro).__name__})"
-            )
+        _check_process("start()", "coro", coro)
+        check_name("name", name)
         if self._final is not None:
             coro.close()
             raise UsageError("this simulation has ended; it cannot start processes")
@@ -562,25 +567,49 @@ class Simulation:
             return _QueuedWaiter(self._park)
         return _Waiter()
 
+    def simulate(
+        self,
+        main: Callable[..., Coroutine[Any, Any, T]],
+        *args: Any,
+        until: float | None = None,
+        backend: str = "asyncio",
+        end_when_idle: bool = False,
+        **options: Any,
+    ) -> T | None:
+        """Run a model in this simulation, from synchronous code; return ``main``'s value.
+
+        :func:`simulate` with a simulation you keep: afterwards :attr:`now` reads the instant
+        the run ended, and the resources it used still give their statistics.  Use it when
+        the end time matters (``until=None``: when the last process ended)::
+
+            env = sim.Simulation()
+            served = env.simulate(main)
+            print(f"{served} served by t={env.now}")
+
+        Arguments as for :func:`simulate` (the order is this simulation's).  A simulation
+        runs once.
+        """
+        return _simulate(self, main, args, until, backend, end_when_idle, options)
+
     async def run(self, until: float | None = None) -> None:
         """Run the model until ``until``, or until every process has ended.
 
         ``until`` is an instant of the simulation's clock.  In the default order everything
         due at ``until`` runs (as ``virtualtime.run_until`` and ``virtualtime run --until``
         do); in ``order="simpy"`` nothing due at exactly ``until`` runs (SimPy's rule).  Either
-        way :attr:`now` reads ``until`` afterwards.  Without ``until``, ``run`` returns when
-        every process has ended; processes blocked for ever are a
-        :class:`~virtualtime.DeadlockError` from the loop (see :func:`simulate`'s
-        ``end_when_idle``).  A process that failed with nobody awaiting it is raised here.
+        way :attr:`now` reads ``until`` afterwards.  Without ``until`` (or with ``math.inf``,
+        an instant never reached, which means the same), ``run`` returns when every process
+        has ended; processes blocked for ever are a :class:`~virtualtime.DeadlockError` from
+        the loop (see :func:`simulate`'s ``end_when_idle``).  A process that failed with
+        nobody awaiting it is raised here.
         """
+        until = _check_until(until)
+        if until is not None and until < self._clock():
+            raise InvalidValueError(
+                f"until must not be before the current time {self._clock()!r}, got {until!r} "
+                "(virtual time never goes backwards)"
+            )
         self._raise_failure()
-        if until is not None:
-            until = float(until)
-            if math.isnan(until) or until < self._clock():
-                raise ValueError(
-                    f"until={until!r} must be a number at or after the current time "
-                    f"{self._clock()!r}"
-                )
         halt = self._halt = self._new_waiter()
         driver: Any = None
         if self._park is not None:
@@ -640,6 +669,63 @@ class Simulation:
             f"<Simulation {state} now={self.now!r} processes={len(self._live)} "
             f"order={self._order!r}>"
         )
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def _check_order(order: object) -> str:
+    if not isinstance(order, str):
+        raise InvalidTypeError(
+            f"order must be one of {', '.join(map(repr, ORDERS))}, got {short(order)} "
+            f"({type(order).__name__})"
+        )
+    if order not in ORDERS:
+        raise InvalidValueError(
+            f"order must be one of {', '.join(map(repr, ORDERS))}, got {short(order)}"
+        )
+    return order
+
+
+_SIMPY_HINT: Final = (
+    "this looks like a SimPy process ('yield env.timeout(d)'): write it as 'async def' and "
+    "'await sim.sleep(d)' instead of yield (see docs/coming-from-simpy.md)"
+)
+
+
+def _check_process(what: str, name: str, coro: object) -> None:
+    """``coro`` must be a coroutine object: name the usual mistakes (a SimPy generator, an
+    async function not called)."""
+    if inspect.isgenerator(coro) or inspect.isgeneratorfunction(coro):
+        raise InvalidTypeError(
+            f"{what} takes a coroutine, got a generator {short(coro)}: {_SIMPY_HINT}"
+        )
+    if isinstance(coro, Coroutine):
+        return
+    if inspect.iscoroutinefunction(coro):
+        raise InvalidTypeError(
+            f"{what} takes a coroutine, got the async function {short(coro)} itself: call the "
+            f"async function ({what[:-2]}(f(...)))"
+        )
+    raise InvalidTypeError(
+        f"{name} must be a coroutine (call the async function: {what[:-2]}(f(...))), got "
+        f"{short(coro)} ({type(coro).__name__})"
+    )
+
+
+def _check_until(until: object) -> float | None:
+    """``until``: None or ``math.inf`` (no end but the processes' own), or an instant."""
+    if until is None:
+        return None
+    number = check_number("until", until, allow_inf=True)
+    if number == math.inf:
+        return None  # never reached: the run ends when every process has ended
+    if not abs(number) < HORIZON:
+        raise InvalidValueError(
+            "until must be None, math.inf or an instant before the horizon of virtual time "
+            f"({HORIZON:.4g} s), got {short(until)}"
+        )
+    return number
 
 
 def _no_clock() -> float:
@@ -943,10 +1029,17 @@ else:
     _SleepBase = _SleepSlots if _KIT_SLEEP is None else _KIT_SLEEP
 
 
+_MARKS_AWAITED: Final = _KIT_SLEEP is not None and hasattr(_KIT_SLEEP, "_awaited")
+"""Does the compiled base mark an awaited sleep itself (and warn when one never was)?"""
+
+
 class _Sleep(_SleepBase, _Abandonable):
-    __slots__ = ()
+    # _awaited: set once the sleep is awaited, begun or abandoned (unset: never used, which
+    # __del__ reports as asyncio reports a coroutine never awaited).
+    __slots__ = () if _MARKS_AWAITED else ("_awaited",)
 
     def _abandon(self) -> None:
+        self._awaited = True
         undo = self._undo
         if undo is None:
             return
@@ -957,6 +1050,7 @@ class _Sleep(_SleepBase, _Abandonable):
             undo.cancel()
 
     def _begin(self) -> Waiter:
+        self._awaited = True
         env = _current("sim.sleep()")
         loop = env._loop
         assert loop is not None
@@ -970,6 +1064,7 @@ class _Sleep(_SleepBase, _Abandonable):
 
     def _await_general(self) -> Generator[Any, None, None]:
         """What awaiting the sleep does (the compiled base does its common case itself)."""
+        self._awaited = True
         env = _SIM.get(None)
         if env is None:
             env = _current("sim.sleep()")
@@ -1028,11 +1123,59 @@ class _Sleep(_SleepBase, _Abandonable):
 
     if _KIT_SLEEP is None:
         __await__ = _await_general
+    elif not _MARKS_AWAITED:
+
+        def __await__(self) -> Generator[Any, None, None]:
+            # The compiled await, once the sleep is marked as awaited (a compiled base that
+            # marks it itself does without this frame).
+            self._awaited = True
+            return _kit_await(self)  # type: ignore[no-any-return]
+
+    if not _MARKS_AWAITED:
+
+        def __del__(self) -> None:
+            try:
+                self._awaited  # noqa: B018 - set by every use
+            except AttributeError:
+                _never_awaited(self)
 
     def __repr__(self) -> str:
         return f"<sim.sleep({self._delay!r})>"
 
 
+class _ValueSleep(_Sleep):
+    """``sim.sleep(delay, value)``: a sleep whose await returns ``value`` (SimPy's
+    ``timeout(delay, value)``).  Always awaited through the reference generator."""
+
+    __slots__ = ("_value",)
+    _value: Any
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        yield from self._await_general()
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"<sim.sleep({self._delay!r}, {self._value!r})>"
+
+
+def _never_awaited(nap: _Sleep) -> None:
+    warnings.warn(
+        f"coroutine 'sim.sleep' was never awaited: {nap!r} waits only when awaited "
+        "(write 'await sim.sleep(...)')",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _result_of(aw: object, waiter: Any) -> Any:
+    """What awaiting ``aw`` gives, read from its finished waiter (a condition's operand)."""
+    if type(aw) is _ValueSleep:
+        waiter.result()
+        return aw._value
+    return waiter.result()
+
+
+_kit_await: Final[Any] = None if _KIT_SLEEP is None else _KIT_SLEEP.__await__
 _new_sleep: Final = _SleepBase.__new__
 
 
@@ -1097,18 +1240,42 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
         proc._pending.insert(0, exc)  # type: ignore[arg-type]
 
 
-def sleep(delay: float) -> Awaitable[None]:
-    """Wait ``delay`` of simulated time -- interruptibly (SimPy's ``timeout``).
+def sleep(delay: float, value: Any = None) -> Awaitable[Any]:
+    """Wait ``delay`` of simulated time -- interruptibly (SimPy's ``timeout``); return ``value``.
 
     ``await sim.sleep(5)`` in a process can be ended early by :meth:`Process.interrupt`;
-    ``sim.sleep(p)`` is also what you give :func:`first_of` for "or until ``p`` has passed".
-    ``delay`` must be >= 0 (``math.inf`` waits until interrupted or cancelled).
+    ``sim.sleep(p)`` is also what you give :func:`first_of` for "or until ``p`` has passed"
+    (``sim.sleep(p, "late")`` makes that branch's value ``"late"``, as SimPy's ``timeout(p,
+    value)`` does).  ``delay`` must be >= 0; ``math.inf``, or a delay past the horizon of
+    virtual time, waits until interrupted or cancelled.  Like a coroutine, a sleep does
+    nothing until awaited, and one that never is draws a ``RuntimeWarning``.
     """
-    if type(delay) not in _NUMBERS or not delay >= 0:
-        delay = check_delay("delay", delay)
+    if value is not None:
+        return _value_sleep(delay, value)
+    if type(delay) not in _NUMBERS or not delay >= 0 or (type(delay) is int and delay > _MAX_FLOAT):
+        delay = _check_sleep(delay)
     nap = _new_sleep(_Sleep)  # _Sleep(delay), without the frame of __init__
     nap._delay = delay
     nap._undo = None
+    return nap
+
+
+_MAX_FLOAT: Final = 1.7976931348623157e308  # an int above it is too large for any float
+
+
+def _check_sleep(delay: object) -> float:
+    """A sleep's delay: a number >= 0; ``inf`` and delays past the horizon wait for ever."""
+    number = check_positive("delay", delay, allow_inf=True, zero=True)
+    return delay if type(delay) in _NUMBERS else number  # type: ignore[return-value]
+
+
+def _value_sleep(delay: float, value: Any) -> _ValueSleep:
+    if type(delay) not in _NUMBERS or not delay >= 0 or (type(delay) is int and delay > _MAX_FLOAT):
+        delay = _check_sleep(delay)
+    nap = _new_sleep(_ValueSleep)
+    nap._delay = delay
+    nap._undo = None
+    nap._value = value
     return nap
 
 
@@ -1122,7 +1289,19 @@ if _core is not None:
     # no simulation) they hand to the functions above.  Bound through globals() so that type
     # checkers and the API docs keep reading the functions above.
     _core.setup_kit(_SIM, _PROC, _drop_native, _Sleep, pure_sleep, pure_now)
-    globals()["sleep"] = _core.kit_sleep
+    _kit_sleep: Final[Any] = _core.kit_sleep
+    if getattr(_core, "KIT_SLEEP_VALUE", False):  # the compiled sleep takes ``value`` itself
+        globals()["sleep"] = _kit_sleep
+    else:
+
+        def _sleep_compiled(delay: float, value: Any = None) -> Awaitable[Any]:
+            if value is None and (type(delay) is not int or delay <= _MAX_FLOAT):
+                return _kit_sleep(delay)  # type: ignore[no-any-return]
+            return pure_sleep(delay, value)
+
+        _sleep_compiled.__doc__ = sleep.__doc__
+        _sleep_compiled.__name__ = _sleep_compiled.__qualname__ = "sleep"
+        globals()["sleep"] = _sleep_compiled
     globals()["now"] = _core.kit_now
 
 
@@ -1167,7 +1346,9 @@ class Signal(_Abandonable):
     def fail(self, exc: BaseException) -> None:
         """Fire the signal with an exception, raised in every waiter."""
         if not isinstance(exc, BaseException):
-            raise TypeError(f"fail() takes an exception, got {exc!r}")
+            raise InvalidTypeError(
+                f"exc must be an exception, got {short(exc)} ({type(exc).__name__})"
+            )
         self._fire(None, exc)
 
     def _fire(self, value: Any, exc: BaseException | None) -> None:
@@ -1386,21 +1567,40 @@ class Request(_Op):
 _request_sequence = itertools.count()
 
 
-def _check_capacity(value: object, *, allow_inf: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"capacity must be a number, got {value!r} ({type(value).__name__})")
-    if not (value > 0) or (value == math.inf and not allow_inf) or math.isnan(value):
-        rule = "> 0" if allow_inf else "a finite number > 0"
-        raise ValueError(f"capacity must be {rule}, got {value!r}")
-    return value
+def _check_request(priority: object, preempt: object) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidTypeError(
+            f"priority must be an int (smaller is more urgent), got {short(priority)} "
+            f"({type(priority).__name__})"
+        )
+    check_bool("preempt", preempt)
+
+
+def _check_capacity(value: object) -> float:
+    """A capacity: a number > 0 (``math.inf``: no limit); kept as given (an int stays one)."""
+    check_positive("capacity", value, allow_inf=True)
+    return value  # type: ignore[return-value]
 
 
 def _check_amount(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    if not (value > 0) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
+    """An amount of a container: a finite number > 0; kept as given."""
+    check_positive(name, value)
+    return value  # type: ignore[return-value]
+
+
+def _adopt(owner: Any) -> None:
+    """Made inside a running simulation: belong to it now, so that its statistics cover the
+    run (and can be read after it) even if nothing ever uses it."""
+    env = _SIM.get(None)
+    if env is not None and env._final is None:
+        owner._bind()
+
+
+def _no_stats(owner: Any) -> UsageError:
+    return UsageError(
+        f"{owner!r} has not been used in a simulation, so it has no statistics yet: make it "
+        "inside the model, or use it in a run, then read .stats (during or after the run)"
+    )
 
 
 def _bind(owner: Any, env: Simulation | None) -> Simulation:
@@ -1477,12 +1677,13 @@ class Resource:
     _preemptive = False
 
     def __init__(self, capacity: int = 1, *, name: str | None = None) -> None:
-        self._capacity = _check_capacity(capacity, allow_inf=True)
-        self.name = name
+        self._capacity = _check_capacity(capacity)
+        self.name = check_name("name", name)
         self._users: list[Request] = []
         self._queue: Any = [] if self._prioritised else deque()
         self._env: Simulation | None = None
         self._stats: ResourceStats | None = None
+        _adopt(self)
 
     @property
     def capacity(self) -> float:
@@ -1506,8 +1707,15 @@ class Resource:
 
     @property
     def stats(self) -> ResourceStats:
-        """Utilisation, queue length, waiting times, served and reneged counts."""
+        """Utilisation, queue length, waiting times, served and reneged counts.
+
+        Readable during the run and after it (windows default to the whole run).  A resource
+        made inside the model belongs to its simulation from the start; one made outside
+        belongs to the first simulation that uses it.
+        """
         if self._stats is None:
+            if _SIM.get(None) is None:
+                raise _no_stats(self)
             self._bind()
         assert self._stats is not None
         return self._stats
@@ -1519,13 +1727,15 @@ class Resource:
         return env
 
     def request(self, priority: int = 0, preempt: bool = True) -> Request:
-        """Ask for one unit; the request queues at once.  Smaller ``priority`` is more urgent
-        (on :class:`PriorityResource` and :class:`PreemptiveResource`)."""
+        """Ask for one unit; the request queues at once.  Smaller ``priority`` (an int) is
+        more urgent (on :class:`PriorityResource` and :class:`PreemptiveResource`); ``preempt``
+        (True or False) says whether it may take the unit from a less urgent user (on
+        :class:`PreemptiveResource`)."""
+        if type(priority) is not int or type(preempt) is not bool:
+            _check_request(priority, preempt)
         env = self._env
         if env is None or env._final is not None:
             env = self._bind()
-        if priority and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise TypeError(f"priority must be an int, got {priority!r}")
         req = Request(self, env, priority, preempt)
         users = self._users
         stats = self._stats
@@ -1751,7 +1961,7 @@ class _Buffer:
     """What containers and stores share: queues of gets and puts, served strictly in order."""
 
     def __init__(self, capacity: float) -> None:
-        self._capacity = _check_capacity(capacity, allow_inf=True)
+        self._capacity = _check_capacity(capacity)
         self._getters: deque[_Get] = deque()
         self._putters: deque[_Put] = deque()
         self._env: Simulation | None = None
@@ -1774,8 +1984,11 @@ class _Buffer:
 
     @property
     def stats(self) -> BufferStats:
-        """Level over time, waiting times of gets and puts."""
+        """Level over time, waiting times of gets and puts (during the run and after it; see
+        :attr:`Resource.stats`)."""
         if self._stats is None:
+            if _SIM.get(None) is None:
+                raise _no_stats(self)
             self._bind()
         assert self._stats is not None
         return self._stats
@@ -1834,13 +2047,15 @@ class Container(_Buffer):
     """
 
     def __init__(self, capacity: float = math.inf, init: float = 0, *, name: str | None = None):
+        check_positive("init", init, zero=True)
         super().__init__(capacity)
-        if isinstance(init, bool) or not isinstance(init, int | float):
-            raise TypeError(f"init must be a number, got {init!r}")
-        if not 0 <= init <= self._capacity:
-            raise ValueError(f"init must be between 0 and capacity={capacity!r}, got {init!r}")
+        if not init <= self._capacity:
+            raise InvalidValueError(
+                f"init must be between 0 and capacity={short(capacity)}, got {short(init)}"
+            )
         self._level: float = init
-        self.name = name
+        self.name = check_name("name", name)
+        _adopt(self)
 
     @property
     def level(self) -> float:
@@ -1863,7 +2078,10 @@ class Container(_Buffer):
         """Add ``amount`` (> 0) when it fits and it is this put's turn; returns ``amount``."""
         amount = _check_amount("amount", amount)
         if amount > self._capacity:
-            raise ValueError(f"amount={amount!r} can never fit: capacity is {self._capacity!r}")
+            raise InvalidValueError(
+                f"amount must fit in the container (capacity {short(self._capacity)}), got "
+                f"{short(amount)}, which can never fit"
+            )
         env = self._env_now()
         op = _Put(self, env, amount)
         self._putters.append(op)
@@ -1912,7 +2130,8 @@ class Store(_Buffer):
     def __init__(self, capacity: float = math.inf, *, name: str | None = None) -> None:
         super().__init__(capacity)
         self._items: Any = deque()
-        self.name = name
+        self.name = check_name("name", name)
+        _adopt(self)
 
     @property
     def items(self) -> list[Any]:
@@ -2005,7 +2224,10 @@ class FilterStore(Store):
     def get(self, filter: Callable[[Any], bool] | None = None) -> Awaitable[Any]:
         """Take the first item ``filter`` accepts (any item if None) when there is one."""
         if filter is not None and not callable(filter):
-            raise TypeError(f"filter must be callable as filter(item) -> bool, got {filter!r}")
+            raise InvalidTypeError(
+                f"filter must be None or callable as filter(item) -> bool, got {short(filter)} "
+                f"({type(filter).__name__})"
+            )
         env = self._env_now()
         op = _Get(self, env, 1, filter)
         self._getters.append(op)
@@ -2054,6 +2276,18 @@ class PriorityStore(Store):
     def items(self) -> list[Any]:
         """The items held, smallest first (a new list)."""
         return sorted(self._items)
+
+    def put(self, item: Any) -> Awaitable[None]:
+        """Add ``item`` when there is room; it must compare with the items held."""
+        if self._items:
+            try:
+                item < self._items[0]  # noqa: B015 - only whether it can compare
+            except TypeError:
+                raise InvalidTypeError(
+                    f"item must be comparable with the items held (a PriorityStore hands out "
+                    f"the smallest first), got {short(item)} ({type(item).__name__})"
+                ) from None
+        return super().put(item)
 
     def _add(self, item: Any) -> None:
         heapq.heappush(self._items, item)
@@ -2104,10 +2338,13 @@ class _Many(_Abandonable):
 
 def _check_awaitables(name: str, awaitables: tuple[Any, ...]) -> None:
     if not awaitables:
-        raise ValueError(f"{name}() needs at least one awaitable")
+        raise InvalidValueError(f"{name}() needs at least one awaitable, got none")
     for index, aw in enumerate(awaitables):
         if not isinstance(aw, Awaitable):
-            raise TypeError(f"{name}() argument {index} is not awaitable: {aw!r}")
+            raise InvalidTypeError(
+                f"{name}() argument {index} must be awaitable, got {short(aw)} "
+                f"({type(aw).__name__})"
+            )
 
 
 class _Condition(Awaitable[T]):
@@ -2161,7 +2398,7 @@ async def _first_of(*awaitables: Awaitable[Any]) -> tuple[Awaitable[Any], Any]:
         awaitables[:index] + awaitables[index + 1 :], waiters[:index] + waiters[index + 1 :]
     )
     losers._abandon()
-    return awaitables[index], winner.result()
+    return awaitables[index], _result_of(awaitables[index], winner)
 
 
 def _first_done(outer: Any, index: int, _: object) -> None:
@@ -2216,7 +2453,7 @@ async def _all_of(*awaitables: Awaitable[Any]) -> list[Any]:
         waiters.append(waiter)
         waiter.add_done_callback(done)
     await _Await(env, outer, _Many(awaitables, waiters))
-    return [waiter.result() for waiter in waiters]
+    return [_result_of(aw, waiter) for aw, waiter in zip(awaitables, waiters, strict=True)]
 
 
 def _completed_now(aw: object) -> bool:
@@ -2248,8 +2485,12 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
     for aw in awaitables:
         if _completed_now(aw):
             for other in awaitables:
-                if other is not aw and isinstance(other, _Op):
+                if other is aw:
+                    continue
+                if isinstance(other, _Op | _Sleep):
                     other._abandon()
+                elif isinstance(other, Coroutine):
+                    other.close()  # never awaited, on purpose: it lost before it began
             if isinstance(aw, Request):
                 return aw, aw
             return aw, aw._value if isinstance(aw, _Op) else aw.value
@@ -2338,11 +2579,15 @@ def simulate(
 
     The run ends at ``until`` (see :meth:`Simulation.run` for what happens at exactly
     ``until`` in each order), or when every process has ended.  Processes still running at
-    the end are cancelled cleanly.  Returns ``main``'s return value, or None if ``main`` was
-    still running when the run ended (a ``setup`` that keeps creating customers).
+    the end are cancelled cleanly, in the order they were started.  Returns ``main``'s
+    return value, or None if ``main`` was still running when the run ended (a ``setup`` that
+    keeps creating customers).  To read when the run ended, or anything else about it
+    afterwards, make the :class:`Simulation` yourself and call its :meth:`Simulation.simulate`:
+    ``env = sim.Simulation(); env.simulate(main); env.now``.
 
     Args:
-        until: The instant to stop at; None runs until every process has ended.
+        until: The instant to stop at; None (or ``math.inf``) runs until every process has
+            ended.
         backend: ``"asyncio"`` (the virtual loop, with the kit's fast path) or ``"trio"``.
         order: ``"virtualtime"`` or ``"simpy"`` (see :data:`ORDERS`).
         end_when_idle: SimPy's ending rule: when nothing is left to happen -- every process
@@ -2352,19 +2597,54 @@ def simulate(
         **options: Loop or clock options (``start``, ``deadlock_timeout``, ...), as
             :func:`virtualtime.anyio_run` takes them.
     """
+    _check_main(main)
+    return Simulation(order=order).simulate(
+        main, *args, until=until, backend=backend, end_when_idle=end_when_idle, **options
+    )
+
+
+def _check_main(main: object) -> None:
+    if inspect.isgeneratorfunction(main):
+        raise InvalidTypeError(
+            f"main must be an async function, got a generator function {short(main)}: {_SIMPY_HINT}"
+        )
     if not callable(main):
-        raise TypeError(f"main must be an async function, got {main!r}")
-    if until is not None:
-        until = float(until)
-        if math.isnan(until):
-            raise ValueError("until must be a number, got nan")
-    env = Simulation(order=order)
+        raise InvalidTypeError(
+            f"main must be an async function, got {short(main)} ({type(main).__name__})"
+        )
+
+
+def _simulate(
+    env: Simulation,
+    main: Callable[..., Coroutine[Any, Any, T]],
+    args: tuple[Any, ...],
+    until: object,
+    backend: object,
+    end_when_idle: object,
+    options: dict[str, Any],
+) -> T | None:
+    """:meth:`Simulation.simulate`: every argument checked before anything runs."""
+    _check_main(main)
+    limit = _check_until(until)
+    if not isinstance(backend, str) or backend not in ("asyncio", "trio"):
+        raise (InvalidValueError if isinstance(backend, str) else InvalidTypeError)(
+            f"backend must be 'asyncio' or 'trio', got {short(backend)}"
+        )
+    check_bool("end_when_idle", end_when_idle)
+    if env._entered:
+        raise UsageError("a Simulation runs once; make a new one for each run")
     holder: list[Process[T]] = []
 
     async def runner() -> None:
         async with env:
-            holder.append(env.start(main(*args), name=getattr(main, "__qualname__", None)))
-            await env.run(until)
+            if limit is not None and limit < env._clock():
+                raise InvalidValueError(
+                    f"until must not be before the start of the run {env._clock()!r}, got "
+                    f"{short(until)}"
+                )
+            coro = main(*args)
+            holder.append(env.start(coro, name=getattr(main, "__qualname__", None)))
+            await env.run(limit)
 
     from .._anyio import anyio_run
 
