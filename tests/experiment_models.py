@@ -119,3 +119,25 @@ def dies_once(params: Mapping[str, Any], rng: np.random.Generator) -> dict[str, 
     os.close(fd)
     os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")
+
+
+async def kit_queue(params: Mapping[str, Any], rng: np.random.Generator) -> dict[str, float]:
+    """Customers through one server with the simulation kit, and no ``Simulation`` opened.
+
+    ``sim.start``, ``sim.sleep``, ``sim.now`` and a ``Resource`` need a running simulation;
+    the experiment opens one per replication.
+    """
+    from virtualtime import sim
+
+    server = sim.Resource(1)
+    waits: list[float] = []
+
+    async def customer(work: float) -> None:
+        came = sim.now()
+        async with server.request():
+            waits.append(sim.now() - came)
+            await sim.sleep(work)
+
+    customers = [sim.start(customer(float(w))) for w in rng.exponential(1.0, 4)]
+    await sim.all_of(*customers)
+    return {"wait": sum(waits) / len(waits), "end": sim.now()}

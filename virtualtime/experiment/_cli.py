@@ -178,7 +178,9 @@ def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "-o", "--out", metavar="FILE", help="write the replication table (.parquet or .csv)"
     )
-    parser.add_argument("--plot", metavar="FILE", help="draw means and intervals (.png, .svg)")
+    parser.add_argument(
+        "--plot", metavar="FILE", help="draw means and intervals (.png, .svg or .pdf)"
+    )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bar (the summary still prints)"
     )
@@ -216,6 +218,16 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.plot:
+        from ._plot import PICTURE_SUFFIXES
+
+        if Path(args.plot).suffix.lower() not in PICTURE_SUFFIXES:
+            print(
+                f"virtualtime: experiment: --plot must end in {', '.join(PICTURE_SUFFIXES)}, "
+                f"got {args.plot!r}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     grid = dict(args.param)
     bar = _Bar(enabled=not args.quiet)
     try:

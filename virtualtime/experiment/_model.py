@@ -29,6 +29,39 @@ __all__ = ["ModelRef", "Outcome", "Task", "execute", "make_rng", "run_one"]
 Model = Callable[..., Any]
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, cut short so a huge value cannot flood it."""
+    try:
+        text = repr(value)
+    except Exception:  # a repr that raises must not hide the real error
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} characters)"
+
+
+def check_seed(seed: object, *, or_none: bool = False) -> int:
+    """A root seed: a non-negative int (numpy's SeedSequence takes any size)."""
+    rule = "a non-negative integer or None" if or_none else "a non-negative integer"
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidTypeError(f"seed must be {rule}, got {shown(seed)}")
+    if seed < 0:
+        raise InvalidValueError(f"seed must be {rule}, got {shown(seed)}")
+    return seed
+
+
+def check_params(params: object) -> dict[str, Any]:
+    """A scenario's parameters: None (no parameters) or a mapping with str keys."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise InvalidTypeError(
+            f"params must be a mapping of parameters or None, got {shown(params)}"
+        )
+    for name in params:
+        if not isinstance(name, str) or not name:
+            raise InvalidValueError(f"params: names must be non-empty strs, got {shown(name)}")
+    return dict(params)
+
+
 @dataclass(frozen=True)
 class ModelRef:
     """Where a worker finds the model: a module (or a file) and a name in it.
@@ -43,22 +76,43 @@ class ModelRef:
     name: str
     file: str | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.module, str) or not self.module:
+            raise InvalidValueError(
+                f"ModelRef: module must be a non-empty str, got {shown(self.module)}"
+            )
+        if not isinstance(self.name, str) or not all(
+            part.isidentifier() for part in self.name.split(".")
+        ):
+            raise InvalidValueError(
+                f"ModelRef: name must be a (dotted) identifier, got {shown(self.name)}"
+            )
+        if self.file is not None and (not isinstance(self.file, str) or not self.file):
+            raise InvalidValueError(
+                f"ModelRef: file must be None or a non-empty str, got {shown(self.file)}"
+            )
+
     @classmethod
     def parse(cls, spec: str) -> ModelRef:
         """``"path/to/model.py:name"`` or ``"package.module:name"``, as the CLI takes it."""
         if not isinstance(spec, str) or spec.count(":") < 1:
             raise InvalidValueError(
-                f"a model reference is 'file.py:function' or 'module:function', got {spec!r}"
+                f"a model reference is 'file.py:function' or 'module:function', got {shown(spec)}"
             )
         where, _, name = spec.rpartition(":")
         if not where or not name.isidentifier():
             raise InvalidValueError(
-                f"a model reference is 'file.py:function' or 'module:function', got {spec!r}"
+                f"a model reference is 'file.py:function' or 'module:function', got {shown(spec)}"
             )
         if where.endswith(".py") or "/" in where or "\\" in where:
+            try:
+                path = Path(where).resolve()
+                found = path.is_file()
+            except (OSError, ValueError):  # a name too long, a NUL byte
+                found = False
+            if not found:
+                raise InvalidValueError(f"model file {shown(where)} does not exist")
             path = Path(where).resolve()
-            if not path.is_file():
-                raise InvalidValueError(f"model file {where!r} does not exist")
             return cls(module=f"_virtualtime_model_{path.stem}", name=name, file=str(path))
         return cls(module=where, name=name)
 
@@ -137,13 +191,13 @@ def reference(model: Model | str | ModelRef) -> Model | ModelRef:
     return ModelRef(module=module, name=qualname, file=str(Path(file).resolve()) if file else None)
 
 
-def make_rng(seed: int, stream: Sequence[int]) -> np.random.Generator:
+def make_rng(seed: int, stream: Sequence[int] | str) -> np.random.Generator:
     """The generator of one replication: ``SeedSequence(seed)``'s child at ``stream``.
 
     ``SeedSequence(seed, spawn_key=(i,))`` is exactly ``SeedSequence(seed).spawn(n)[i]``
     for any ``n > i``, so a replication's stream does not depend on how many there are.
     """
-    sequence = np.random.SeedSequence(seed, spawn_key=tuple(stream))
+    sequence = np.random.SeedSequence(check_seed(seed), spawn_key=parse_stream(stream))
     return np.random.Generator(np.random.PCG64(sequence))
 
 
@@ -196,21 +250,29 @@ def _as_outputs(value: object) -> dict[str, float]:
 
 
 def _call(model: Model, params: Mapping[str, Any], rng: np.random.Generator) -> tuple[Any, float]:
-    """Run the model once: an async model on a fresh virtual loop; returns (value, end time)."""
-    if inspect.iscoroutinefunction(model):
-        coro = model(params, rng)
-    else:
-        coro = model(params, rng)
-        if not inspect.iscoroutine(coro):
-            return coro, math.nan
+    """Run the model once: an async model on a fresh virtual loop; returns (value, end time).
+
+    The loop runs inside a :class:`virtualtime.sim.Simulation` of its own, so the model may
+    use the simulation kit (``sim.start``, ``sim.sleep``, resources) without opening one; a
+    process still running when the model returns is cancelled cleanly with the simulation.
+    """
+    coro = model(params, rng)
+    if not inspect.iscoroutine(coro):
+        return coro, math.nan
     ends: list[float] = []
 
     async def main() -> Any:
-        value = await coro
-        ends.append(asyncio.get_running_loop().time())
+        from ..sim import Simulation
+
+        async with Simulation():
+            value = await coro
+            ends.append(asyncio.get_running_loop().time())
         return value
 
-    value = _virtual_run(main())
+    try:
+        value = _virtual_run(main())
+    finally:
+        coro.close()  # never started (the loop failed to start): no "never awaited" warning
     return value, ends[0]
 
 
@@ -227,6 +289,8 @@ def run_one(
     :class:`Failure`); the model gets exactly the random stream it had in the experiment, so
     a replication that raised raises again, under a debugger if you like.
     """
+    given = check_params(params)
+    rng = make_rng(seed, stream)
     if isinstance(model, ModelRef):
         fn = model.resolve()
     elif callable(model):
@@ -234,21 +298,31 @@ def run_one(
     else:
         ref = reference(model)
         fn = ref.resolve() if isinstance(ref, ModelRef) else ref
-    value, _ = _call(fn, dict(params or {}), make_rng(seed, parse_stream(stream)))
+    value, _ = _call(fn, given, rng)
     return _as_outputs(value)
 
 
 def parse_stream(stream: Sequence[int] | str) -> tuple[int, ...]:
     """A stream key from its table form (``"3"`` or ``"1.3"``) or a sequence of ints."""
     if isinstance(stream, str):
+        if len(stream) > 1000:
+            raise InvalidValueError(f"stream: a stream is like '3' or '1.3', got {shown(stream)}")
         try:
             parts = tuple(int(part) for part in stream.split("."))
         except ValueError:
-            raise InvalidValueError(f"a stream is like '3' or '1.3', got {stream!r}") from None
-    else:
+            raise InvalidValueError(
+                f"stream: a stream is like '3' or '1.3', got {shown(stream)}"
+            ) from None
+    elif isinstance(stream, (list, tuple)):
         parts = tuple(stream)
+    else:
+        raise InvalidTypeError(
+            f"stream must be a str like '1.3' or a sequence of ints, got {shown(stream)}"
+        )
     if not parts or any(isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in parts):
-        raise InvalidValueError(f"a stream is one or more non-negative integers, got {stream!r}")
+        raise InvalidValueError(
+            f"stream: a stream is one or more non-negative integers, got {shown(stream)}"
+        )
     return parts
 
 

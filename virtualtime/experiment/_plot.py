@@ -7,11 +7,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._shared._errors import InvalidValueError
+from .._shared._errors import InvalidTypeError, InvalidValueError
+from ._model import shown
 from ._results import scenario_label
 
 if TYPE_CHECKING:
     from ._results import Results
+
+
+PICTURE_SUFFIXES = (".png", ".svg", ".pdf")
+"""What :func:`plot_results` writes (the suffix of its path picks the format)."""
+
+
+def check_picture_path(path: object) -> Path:
+    """``path`` as a Path if it names a picture this module can write, else a clear error."""
+    if not isinstance(path, (str, Path)):
+        raise InvalidTypeError(f"path must be a str or a Path, got {shown(path)}")
+    target = Path(path)
+    if target.suffix.lower() not in PICTURE_SUFFIXES:
+        raise InvalidValueError(
+            f"path: a plot is written to {', '.join(PICTURE_SUFFIXES)}, got {shown(str(path))}"
+        )
+    return target
 
 
 def plot_results(
@@ -24,8 +41,31 @@ def plot_results(
     """One panel per output: the mean of each scenario with its t-interval as error bars.
 
     ``reference`` optionally maps an output to a known value per scenario (an analytic
-    result, say), drawn as a cross so you can see whether each interval covers it.
+    result, say), drawn as a cross so you can see whether each interval covers it.  Every
+    argument is checked (the format from the suffix of ``path`` first) before anything is
+    drawn.
     """
+    target = check_picture_path(path)
+    if title is not None and (not isinstance(title, str) or len(title) > 500):
+        raise InvalidValueError(
+            f"title must be None or a str of at most 500 characters, got {shown(title)}"
+        )
+    if reference is not None:
+        if not isinstance(reference, Mapping):
+            raise InvalidTypeError(
+                f"reference must be a mapping of output names to values, got {shown(reference)}"
+            )
+        count = len(results.scenarios)
+        for name, known in reference.items():
+            if (
+                not isinstance(known, (list, tuple))
+                or len(known) != count
+                or any(isinstance(k, bool) or not isinstance(k, (int, float)) for k in known)
+            ):
+                raise InvalidValueError(
+                    f"reference[{shown(name)}] must be a list of {count} numbers (one per "
+                    f"scenario), got {shown(known)}"
+                )
     try:
         import matplotlib
 
@@ -35,7 +75,6 @@ def plot_results(
         raise ImportError(
             "plotting needs matplotlib: pip install 'async-virtualtime[experiment]'"
         ) from error
-    target = Path(path)
     names = results.outputs
     if not names:
         raise InvalidValueError("there is nothing to plot: no replication finished")
@@ -63,7 +102,7 @@ def plot_results(
         )
         axis.grid(axis="y", alpha=0.3)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, parse_math=False)
     fig.tight_layout()
     fig.savefig(target, dpi=110)
     plt.close(fig)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
-from ._model import Model, ModelRef, run_one
+from ._model import Model, ModelRef, run_one, shown
 from ._stats import _check_confidence, interval
 
 __all__ = ["Difference", "Failure", "Results", "Summary"]
@@ -43,6 +43,8 @@ class Summary:
 
     def contains(self, value: float) -> bool:
         """Whether ``value`` lies inside the interval (False when there is none yet)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidTypeError(f"value must be a number, got {shown(value)}")
         return bool(self.low <= value <= self.high)
 
 
@@ -178,8 +180,11 @@ class Results:
 
     def values(self, output: str, scenario: int = 0) -> list[float]:
         """One output's values in one scenario, in replication order."""
-        if output not in self.outputs:
-            raise InvalidValueError(f"no output {output!r}; outputs are {self.outputs}")
+        if not isinstance(output, str) or output not in self.outputs:
+            raise InvalidValueError(
+                f"output: no output {shown(output)}; outputs are {self.outputs}"
+            )
+        self._scenario_index(scenario, "scenario")
         return [row[output] for row in self.rows if row["scenario"] == scenario]
 
     def summary(self, confidence: float | None = None) -> list[Summary]:
@@ -217,19 +222,19 @@ class Results:
                 out.append(Difference(index, base, params, name, len(data), mean, std, half, level))
         return out
 
-    def _scenario_index(self, which: int | Mapping[str, Any]) -> int:
+    def _scenario_index(self, which: int | Mapping[str, Any], label: str = "baseline") -> int:
         if isinstance(which, Mapping):
             for index, params in enumerate(self.scenarios):
                 if dict(params) == dict(which):
                     return index
-            raise InvalidValueError(f"no scenario has the parameters {dict(which)!r}")
+            raise InvalidValueError(f"{label}: no scenario has the parameters {shown(dict(which))}")
         if isinstance(which, bool) or not isinstance(which, int):
             raise InvalidTypeError(
-                f"baseline must be a scenario index or its parameters, got {which!r}"
+                f"{label} must be a scenario index or its parameters, got {shown(which)}"
             )
         if not 0 <= which < len(self.scenarios):
             raise InvalidValueError(
-                f"baseline {which} is not a scenario index (0..{len(self.scenarios) - 1})"
+                f"{label} {shown(which)} is not a scenario index (0..{len(self.scenarios) - 1})"
             )
         return which
 
@@ -257,6 +262,8 @@ class Results:
 
     def write(self, path: str | Path) -> Path:
         """Write the replication table to ``.parquet`` (needs pandas and pyarrow) or ``.csv``."""
+        if not isinstance(path, (str, Path)):
+            raise InvalidTypeError(f"path must be a str or a Path, got {shown(path)}")
         target = Path(path)
         suffix = target.suffix.lower()
         if suffix == ".csv":
@@ -276,7 +283,9 @@ class Results:
                 ) from error
             frame.to_parquet(target, index=False)
             return target
-        raise InvalidValueError(f"results are written to .parquet or .csv, got {str(path)!r}")
+        raise InvalidValueError(
+            f"path: results are written to .parquet or .csv, got {shown(str(path))}"
+        )
 
     def plot(
         self,

@@ -7,14 +7,25 @@ import itertools
 import math
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
 from ._executors import Backend, Serial, backend_for, chunked
-from ._model import Model, ModelRef, Outcome, Task, execute, reference, stream_text
+from ._model import (
+    Model,
+    ModelRef,
+    Outcome,
+    Task,
+    check_params,
+    check_seed,
+    execute,
+    reference,
+    shown,
+    stream_text,
+)
 from ._results import KEY_COLUMNS, TAIL_COLUMNS, Failure, Results
 from ._stats import _check_confidence, t_quantile
 
@@ -66,11 +77,26 @@ class _Running:
         return out
 
 
-def _positive_int(name: str, value: object, *, allow_zero: bool = False) -> int:
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        rule = "a non-negative integer" if allow_zero else "a positive integer"
-        raise InvalidValueError(f"{name} must be {rule}, got {value!r}")
+MAX_CHUNKSIZE: Final = 100_000
+"""The most replications one task may carry to a worker."""
+
+MAX_SCENARIOS: Final = 1_000_000
+"""The most scenarios a grid may make (a full factorial multiplies up quickly)."""
+
+
+def _positive_int(name: str, value: object, *, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{name} must be a positive integer, got {shown(value)}")
+    if value < 1:
+        raise InvalidValueError(f"{name} must be a positive integer, got {shown(value)}")
+    if high is not None and value > high:
+        raise InvalidValueError(f"{name} must be an integer from 1 to {high:,}, got {shown(value)}")
+    return value
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be True or False, got {shown(value)}")
     return value
 
 
@@ -84,29 +110,40 @@ def scenarios_of(grid: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[
     if isinstance(grid, Mapping):
         names = list(grid)
         levels: list[list[Any]] = []
+        count = 1
         for name in names:
             if not isinstance(name, str) or not name:
-                raise InvalidValueError(f"parameter names must be non-empty strings, got {name!r}")
+                raise InvalidValueError(
+                    f"grid: parameter names must be non-empty strs, got {shown(name)}"
+                )
             value = grid[name]
             if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
                 levels.append([value])
             else:
-                values = list(value)
+                values = list(itertools.islice(value, MAX_SCENARIOS + 1))
                 if not values:
-                    raise InvalidValueError(f"parameter {name!r} has no values")
+                    raise InvalidValueError(f"grid: parameter {name!r} has no values")
                 levels.append(values)
+            count *= len(levels[-1])
+            if count > MAX_SCENARIOS:
+                raise InvalidValueError(
+                    f"grid: more than {MAX_SCENARIOS:,} scenarios (the full factorial of "
+                    f"{', '.join(names[: len(levels)])})"
+                )
         return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*levels)]
     if not isinstance(grid, Sequence) or isinstance(grid, (str, bytes)):  # type: ignore[unreachable]
         raise InvalidTypeError(
-            f"grid must be a mapping of values or a list of scenarios, got {grid!r}"
+            f"grid must be a mapping of values or a list of scenarios, got {shown(grid)}"
         )
+    if len(grid) > MAX_SCENARIOS:
+        raise InvalidValueError(f"grid: more than {MAX_SCENARIOS:,} scenarios ({len(grid):,})")
     scenarios = []
     for i, scenario in enumerate(grid):
         if not isinstance(scenario, Mapping):
             raise InvalidTypeError(
-                f"scenario {i} must be a mapping of parameters, got {scenario!r}"
+                f"grid: scenario {i} must be a mapping of parameters, got {shown(scenario)}"
             )
-        scenarios.append(dict(scenario))
+        scenarios.append(check_params(scenario))
     if not scenarios:
         raise InvalidValueError("the grid has no scenarios")
     first = list(scenarios[0])
@@ -166,31 +203,49 @@ def sweep(
     seed, stream, traceback) and the rest go on.  Ctrl-C stops the run and returns what
     finished, with :attr:`Results.interrupted` set.
     """
+    if not (callable(model) or isinstance(model, (str, ModelRef))):
+        raise InvalidTypeError(
+            f"model must be a function, 'file.py:function' or a ModelRef, got {shown(model)}"
+        )
     scenarios = scenarios_of(grid)
     replications = _positive_int("replications", replications)
     level = _check_confidence(confidence)
     max_n = _positive_int("max_n", max_n)
+    crn = _flag("crn", crn)
+    relative = _flag("relative", relative)
     if chunksize is not None:
-        chunksize = _positive_int("chunksize", chunksize)
+        chunksize = _positive_int("chunksize", chunksize, high=MAX_CHUNKSIZE)
+    if progress is not None and not callable(progress):
+        raise InvalidTypeError(f"progress must be None or a callable, got {shown(progress)}")
     if half_width is not None:
         if isinstance(half_width, bool) or not isinstance(half_width, (int, float)):
-            raise InvalidTypeError(f"half_width must be a positive number, got {half_width!r}")
+            raise InvalidTypeError(f"half_width must be a positive number, got {shown(half_width)}")
         if not half_width > 0 or not math.isfinite(half_width):
-            raise InvalidValueError(f"half_width must be a positive number, got {half_width!r}")
+            raise InvalidValueError(
+                f"half_width must be a positive number, got {shown(half_width)}"
+            )
         if max_n < replications:
             raise InvalidValueError(
                 f"max_n ({max_n}) must be at least the first batch (replications={replications})"
             )
         if replications < 2:
             raise InvalidValueError(
-                "the sequential rule needs a first batch of at least 2 replications"
+                "replications: the sequential rule (half_width) needs a first batch of at "
+                f"least 2, got {replications}"
             )
-    if seed is None:
-        seed = secrets.randbits(63)
-    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InvalidValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+    seed = secrets.randbits(63) if seed is None else check_seed(seed, or_none=True)
     if outputs is not None:
-        outputs = [outputs] if isinstance(outputs, str) else list(outputs)
+        if isinstance(outputs, str):
+            outputs = [outputs]
+        elif isinstance(outputs, (list, tuple)):
+            outputs = list(outputs)
+        else:
+            raise InvalidTypeError(
+                f"outputs must be None, an output name or a list of them, got {shown(outputs)}"
+            )
+        for name in outputs:
+            if not isinstance(name, str) or not name:
+                raise InvalidValueError(f"outputs: names must be non-empty strs, got {shown(name)}")
     parameters = list(scenarios[0])
     for name in parameters:
         if name in (*KEY_COLUMNS, *TAIL_COLUMNS):
@@ -260,7 +315,7 @@ def replicate(
     """
     return sweep(
         model,
-        [dict(params or {})],
+        [check_params(params)],
         replications=n,
         seed=seed,
         executor=executor,
@@ -296,26 +351,14 @@ def _drive(
     if half_width is not None:
         results.target_met = [False] * len(results.scenarios)
     while True:
-        tasks = [
-            Task(
-                scenario=s,
-                replication=r,
-                params=results.scenarios[s],
-                seed=results.seed,
-                stream=(r,) if results.crn else (s, r),
-            )
-            for s in range(len(results.scenarios))
-            for r in range(results.attempted[s], planned[s])
-        ]
-        if not tasks:
+        count = sum(planned[s] - results.attempted[s] for s in range(len(results.scenarios)))
+        if not count:
             return
-        for task in tasks:
-            results.attempted[task.scenario] = task.replication + 1
         workers = 1 if backend.name == "serial" else backend.workers
-        size = chunksize or max(1, math.ceil(len(tasks) / (workers * 4)))
+        size = chunksize or min(DEFAULT_CHUNK_LIMIT, max(1, -(-count // (workers * 4))))
         if backend.name == "serial" and chunksize is None:
             size = 1
-        stream = backend.run(fn, chunked(tasks, size))
+        stream = backend.run(fn, chunked(_tasks(results, planned), size))
         try:
             with contextlib.closing(stream):  # type: ignore[type-var]
                 for outcome in stream:
@@ -357,6 +400,29 @@ def _drive(
             return
 
 
+DEFAULT_CHUNK_LIMIT: Final = 1000
+"""Without ``chunksize``, a task carries at most this many replications."""
+
+
+def _tasks(results: Results, planned: Sequence[int]) -> Iterator[Task]:
+    """The replications still to hand out, made one at a time as the backend reads them.
+
+    ``results.attempted`` counts a replication when it is handed out, so a run of
+    ``10**30`` replications holds only what is in flight, never a list of every one.
+    """
+    for s in range(len(results.scenarios)):
+        while results.attempted[s] < planned[s]:
+            r = results.attempted[s]
+            results.attempted[s] = r + 1
+            yield Task(
+                scenario=s,
+                replication=r,
+                params=results.scenarios[s],
+                seed=results.seed,
+                stream=(r,) if results.crn else (s, r),
+            )
+
+
 def _needed(
     results: Results, scenario: int, target: float, relative: bool, outputs: Sequence[str] | None
 ) -> int:
@@ -379,7 +445,10 @@ def _needed(
             need = max(need, results.attempted[scenario] * 2)
             continue
         # KSL's estimate: n such that t * s / sqrt(n) <= goal, from the current n and width.
-        estimate = math.ceil(summary.n * (summary.half_width / goal) ** 2)
+        # A tiny goal (half_width=1e-300) makes it astronomical: the caller caps it at max_n.
+        ratio = summary.half_width / goal
+        exact = summary.n * ratio * ratio if ratio < 1e150 else math.inf
+        estimate = math.ceil(exact) if exact < 2**62 else 2**62
         failures = results.attempted[scenario] - summary.n
         need = max(need, estimate + failures)
     return need

@@ -11,9 +11,9 @@ import numpy as np
 from .._shared._errors import InvalidTypeError, InvalidValueError
 
 
-def _check_confidence(confidence: float) -> float:
+def _check_confidence(confidence: object) -> float:
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
-        raise InvalidTypeError(f"confidence must be a number in (0, 1), got {confidence!r}")
+        raise InvalidTypeError(f"confidence must be a number in (0, 1), got {confidence!r:.60}")
     if not 0.0 < confidence < 1.0:
         raise InvalidValueError(f"confidence must be in (0, 1), got {confidence!r}")
     return float(confidence)
@@ -28,8 +28,24 @@ def t_quantile(confidence: float, df: int) -> float:
 
 
 def interval(values: Sequence[float] | np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Mean, sample standard deviation and t half-width of ``values`` (nan below 2 values)."""
-    data = np.asarray(values, dtype=np.float64)
+    """Mean, sample standard deviation and t half-width of ``values`` (nan below 2 values).
+
+    Use it for an interval of numbers you collected yourself, at the ``confidence`` level
+    (a number in (0, 1)); :meth:`Results.summary` uses it for every output.  ``values`` is a
+    flat sequence (or 1-D array) of real numbers; a NaN among them makes every result NaN.
+    """
+    level = _check_confidence(confidence)
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise InvalidTypeError(f"values must be a sequence of numbers, got {type(values).__name__}")
+    if not isinstance(values, np.ndarray) and any(isinstance(v, bool) for v in values):
+        raise InvalidTypeError("values must be numbers, got a bool among them")
+    try:
+        data = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise InvalidTypeError(f"values must be real numbers ({error})") from None
+    if data.ndim != 1:
+        raise InvalidValueError(f"values must be flat (one dimension), got {data.ndim} dimensions")
+    confidence = level
     n = int(data.size)
     if n == 0:
         return math.nan, math.nan, math.nan
