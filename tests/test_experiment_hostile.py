@@ -16,14 +16,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import experiment_models as models
 import numpy as np
 import pytest
 
 import virtualtime.cli
 from virtualtime import InvalidValueError, experiment
 from virtualtime.experiment import _executors
-
-import experiment_models as models
 
 MODELS = Path(models.__file__)
 
