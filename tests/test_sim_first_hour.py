@@ -17,7 +17,9 @@ import textwrap
 import warnings
 from typing import Any
 
+import anyio
 import pytest
+from conftest import Runner
 
 import virtualtime
 from virtualtime import sim
@@ -71,6 +73,7 @@ def test_a_simulation_entered_outside_any_loop_is_a_usage_error() -> None:
 
 _CLEANUP_MODEL = """
 from virtualtime import sim
+
 
 def cleanup_order(backend):
     cancelled = []
@@ -229,3 +232,58 @@ def test_a_sleep_never_awaited_warns_as_an_asyncio_coroutine_does_and_a_lost_one
         warnings.simplefilter("error")  # the sleep that lost is taken back, not forgotten
         assert sim.simulate(patient, backend=backend) == "request"
         gc.collect()
+
+
+# --------------------------------------------------------------------------- journeys
+
+
+async def _halt_resume_redirect(
+    van: sim.Vehicle[tuple[float, ...]], through_halts: bool
+) -> list[tuple[str, float, tuple[float, ...]]]:
+    got: list[tuple[str, float, tuple[float, ...]]] = []
+    async with sim.Fleet(van):
+        journey = van.travel_to((10.0, 0.0))
+
+        async def watcher() -> None:
+            outcome = await journey.follow(through_halts=through_halts)
+            got.append((outcome.status.value, outcome.ended, outcome.position))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watcher)
+            await anyio.sleep(3)
+            van.halt()
+            await anyio.sleep(5)
+            van.resume()  # a new journey: follow() goes on with it
+            await anyio.sleep(2)
+            van.halt()
+            await anyio.sleep(1)
+            van.travel_to((20.0, 0.0))  # a new destination after a halt: followed too
+    return got
+
+
+def test_following_a_journey_through_halts_waits_until_it_truly_ends(run: Runner) -> None:
+    def van() -> sim.Vehicle[tuple[float, ...]]:
+        return sim.Vehicle(sim.Euclidean(), position=(0.0, 0.0), velocity=1.0)
+
+    assert run(lambda: _halt_resume_redirect(van(), through_halts=True)) == [
+        ("arrived", 26.0, (20.0, 0.0))
+    ]
+    assert run(lambda: _halt_resume_redirect(van(), through_halts=False)) == [
+        ("halted", 3.0, (3.0, 0.0))
+    ]
+
+
+def test_following_through_a_halt_that_is_final_returns_the_halt(run: Runner) -> None:
+    async def main() -> tuple[str, float]:
+        van = sim.Vehicle(sim.Euclidean(), position=(0.0, 0.0), velocity=1.0)
+        async with sim.Fleet(van):
+            journey = van.travel_to((10.0, 0.0))
+            await anyio.sleep(4)
+            van.halt()
+            # Reset: the halted journey will never go on.
+            follower = journey.follow(through_halts=True)
+            van.reset()
+            outcome = await follower
+        return outcome.status.value, outcome.ended
+
+    assert run(main) == ("halted", 4.0)

@@ -80,7 +80,7 @@ import anyio
 import anyio.abc
 
 from .._shared._errors import UsageError
-from .._shared._time import check_delay, delay_ticks, to_seconds, to_ticks
+from .._shared._time import check_bool, check_delay, delay_ticks, to_seconds, to_ticks
 from ..trace import Category, record_span, recording, register_category
 from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
@@ -176,6 +176,8 @@ class Journey(Generic[P]):
 
     __slots__ = (
         "_commanded",
+        "_continued",
+        "_continued_as",
         "_destination",
         "_event",
         "_odometer_at_start",
@@ -196,6 +198,10 @@ class Journey(Generic[P]):
         self._outcome: JourneyOutcome[P] | None = None
         self._event: anyio.Event | None = None
         self._redirected_to: Journey[P] | None = None
+        # After a halt: the journey the vehicle took up next (resume, travel_to), once it has
+        # (_continued set), or None if it never will (reset, out of service).
+        self._continued_as: Journey[P] | None = None
+        self._continued: anyio.Event | bool = False
 
     @property
     def vehicle(self) -> Vehicle[P]:
@@ -238,14 +244,44 @@ class Journey(Generic[P]):
     def __await__(self) -> Generator[Any, None, JourneyOutcome[P]]:
         return self.wait().__await__()
 
-    async def follow(self) -> JourneyOutcome[P]:
-        """Wait through any redirects and return the outcome of the journey that stopped."""
+    async def follow(self, *, through_halts: bool = False) -> JourneyOutcome[P]:
+        """Wait through any redirects and return the outcome of the journey that stopped.
+
+        With ``through_halts=True`` a halt does not end the wait either: after a ``HALTED``
+        outcome it waits for whatever the vehicle is commanded next -- :meth:`Vehicle.resume`
+        or a new ``travel_to`` -- and follows that journey, until one arrives (``ARRIVED``)
+        or the vehicle can never go on: it is :meth:`~Vehicle.reset` (the ``HALTED`` outcome is
+        returned) or leaves service with its fleet.  Use it for "tell me when the van is
+        really there", whoever halts and resumes it meanwhile.
+        """
+        check_bool("through_halts", through_halts)
         journey: Journey[P] = self
         while True:
             outcome = await journey.wait()
-            if outcome.redirected_to is None:
-                return outcome
-            journey = outcome.redirected_to
+            if outcome.redirected_to is not None:
+                journey = outcome.redirected_to
+                continue
+            if through_halts and outcome.status is JourneyStatus.HALTED:
+                following = await journey._next()
+                if following is not None:
+                    journey = following
+                    continue
+            return outcome
+
+    async def _next(self) -> Journey[P] | None:
+        """After a halt: the journey taken up next, once there is one (None: never)."""
+        if self._continued is False:
+            self._continued = anyio.Event()
+        if isinstance(self._continued, anyio.Event):
+            await self._continued.wait()
+        return self._continued_as
+
+    def _continue_as(self, journey: Journey[P] | None) -> None:
+        """The vehicle, halted after this journey, took up ``journey`` (None: never will)."""
+        self._continued_as = journey
+        event, self._continued = self._continued, True
+        if isinstance(event, anyio.Event):
+            event.set()
 
     # -- driven by the vehicle
 
@@ -413,6 +449,7 @@ class Vehicle(Generic[P]):
         self._journey: Journey[P] | None = None
         self._superseded: list[Journey[P]] = []
         self._halted = False
+        self._stopped: Journey[P] | None = None  # the journey that ended in the current halt
         self._leg: _Leg[P] | None = None
         self._step: _Step[P] | None = None
         self._driver: object | None = None
@@ -570,6 +607,7 @@ class Vehicle(Generic[P]):
                 self._leg = None
             journey = Journey(self, dest, now)
             journey._finish(JourneyStatus.ARRIVED, now, self._position, self._odometer)
+            self._went_on(journey)
             return journey
         return self._depart(dest)
 
@@ -644,6 +682,7 @@ class Vehicle(Generic[P]):
         self._journey = None
         self._destination = None
         self._halted = False
+        self._went_on(None)
         self._leg = None
         self._odometer = 0.0
         self._operating_ticks = 0
@@ -787,11 +826,14 @@ class Vehicle(Generic[P]):
             self._halted = True
             self._leg = None
             journey._finish(JourneyStatus.HALTED, now, self._position, self._odometer)
+            self._went_on(journey)
+            self._stopped = journey
             return journey
         leg = self._make_leg(self._position, dest)
         step = self._make_step(leg, now)  # asks the velocity; may raise, nothing changed yet
         journey = Journey(self, dest, now)
         journey._start(now, self._position, self._odometer)
+        self._went_on(journey)
         self._destination = dest
         self._journey = journey
         self._halted = False
@@ -985,6 +1027,7 @@ class Vehicle(Generic[P]):
         journey = self._journey
         assert journey is not None
         self._journey = None
+        self._stopped = journey
         outcome = journey._finish(JourneyStatus.HALTED, now, self._position, self._odometer)
         self._journeys.append(outcome)
         self._tell(journey, outcome)
@@ -1005,6 +1048,12 @@ class Vehicle(Generic[P]):
         self._journeys.append(outcome)
         self._tell(journey, outcome)
         return outcome
+
+    def _went_on(self, journey: Journey[P] | None) -> None:
+        """The halt is over: ``journey`` takes up from it (None: nothing ever will)."""
+        stopped, self._stopped = self._stopped, None
+        if stopped is not None:
+            stopped._continue_as(journey)
 
     def _tell(self, journey: Journey[P], outcome: JourneyOutcome[P]) -> None:
         """``on_journey_ended`` first, then the waiters -- even if the callback raises."""
@@ -1112,6 +1161,7 @@ class Fleet:
                 if vehicle._fleet is self:
                     vehicle._fleet = None
                     vehicle._task_group = None
+                    vehicle._went_on(None)  # out of service: a halt here is final
 
     def __repr__(self) -> str:
         label = f" {self._name!r}" if self._name else ""
