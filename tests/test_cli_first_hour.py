@@ -150,8 +150,8 @@ def test_a_server_serves_real_clients_until_ctrl_c(tmp_path: Path) -> None:
 
 
 def test_deadlock_timeout_is_how_long_a_quiet_program_may_wait(tmp_path: Path) -> None:
-    # A thread that existed before the run wakes the loop after half a real second: too late
-    # for the default 0.25 s, in time for --deadlock-timeout 20.
+    # A thread that existed before the run wakes the loop after 0.75 real seconds: too late
+    # for the default 0.25 s (with room for a loaded machine), in time for 20.
     script = write(
         tmp_path,
         """
@@ -162,7 +162,7 @@ def test_deadlock_timeout_is_how_long_a_quiet_program_may_wait(tmp_path: Path) -
 
         def helper():
             ready.wait()
-            time.sleep(0.5)
+            time.sleep(0.75)
             loop.call_soon_threadsafe(future.set_result, "woken")
 
         threading.Thread(target=helper, daemon=True).start()
@@ -436,8 +436,8 @@ def test_the_scripts_output_goes_above_a_live_rich_bar(tmp_path: Path) -> None:
         asyncio.run(main())
         """,
     )
-    # --rate 10: the 13 virtual seconds take 1.3 real ones, long enough for the bar to show.
-    raw = run_in_a_terminal(*COMMAND, "--rate", "10", "--until", "60", script)
+    # --rate 20: the 13 virtual seconds take 0.65 real ones; the bar shows after 0.3.
+    raw = run_in_a_terminal(*COMMAND, "--rate", "20", "--until", "60", script)
     assert "virtual time" in raw  # rich drew its bar ...
     lines = screen(raw)
     expected = []

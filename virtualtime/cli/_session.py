@@ -731,6 +731,7 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
                 stack.enter_context(recorder)
             if show_bar:
                 stack.enter_context(Progress(session, args.until, notes))
+                session.notes = sys.stderr  # notes during the run go above the bar too
             _execute(target)
     except SystemExit as error:
         status = exit_code(error.code)
