@@ -497,3 +497,60 @@ def test_canary_anyio_sleeps_through_a_backend_classmethod_that_awaits_asyncio_s
     options = {"loop_factory": virtualtime.new_event_loop}
     assert anyio.run(main, backend="asyncio", backend_options=options) == 2.0
     assert _anyio_sleep.installed(), changed("AsyncIOBackend.sleep (not replaced)", where)
+
+
+# ------------------------------------------------------------------ numbered tasks
+
+
+def test_canary_a_debug_task_records_its_origin_without_create_task() -> None:
+    # _loop.py, VirtualEventLoop.create_task: like the stock method, it drops its own frame
+    # from a debug-mode task's _source_traceback, whose last entry names the caller.
+    where = "virtualtime/_engine/_loop.py (VirtualEventLoop.create_task)"
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(asyncio.sleep(0))  # the origin
+        await task
+        return getattr(task, "_source_traceback", None)
+
+    record = asyncio.run(main(), debug=True)
+    assert isinstance(record, list), changed("Task._source_traceback", where)
+    assert record[-1].line == "task = loop.create_task(asyncio.sleep(0))  # the origin", changed(
+        "which frame Task._source_traceback ends with", where
+    )
+
+
+def test_canary_anyio_cancel_scopes_keep_child_scopes_in_a_set_made_by_the_constructor() -> None:
+    # _anyio_sleep.py, _order_scopes: a CancelScope's _child_scopes is made in __init__
+    # (deadline, shield) and anyio only adds, removes, discards and iterates it -- what
+    # ChildScopes, the ordered stand-in made on virtual loops, provides.
+    pytest.importorskip("anyio")
+    import re
+
+    from anyio._backends import _asyncio as anyio_asyncio
+
+    from virtualtime._engine import _anyio_sleep
+
+    where = "virtualtime/_engine/_anyio_sleep.py (_order_scopes, ChildScopes)"
+    scope_type = anyio_asyncio.CancelScope
+    assert "_child_scopes" in scope_type.__slots__, changed("CancelScope.__slots__", where)
+    init = getattr(scope_type.__init__, "__wrapped__", scope_type.__init__)
+    parameters = [(p.name, p.default) for p in inspect.signature(init).parameters.values()]
+    assert parameters == [
+        ("self", inspect.Parameter.empty),
+        ("deadline", float("inf")),
+        ("shield", False),
+    ], changed("CancelScope.__init__'s parameters", where)
+    assert "_child_scopes" in init.__code__.co_names, changed("CancelScope.__init__", where)
+    source = inspect.getsource(anyio_asyncio)
+    # What follows each mention: a method, or the end of a name (its slot, its annotation, a
+    # for loop's colon, a call's parenthesis); an operator or subscript would be new.
+    operations = set(re.findall(r"_child_scopes\b\s*(\.\w+|\S)", source))
+    assert operations <= {".add", ".remove", ".discard", '"', ":", ")", ","}, changed(
+        f"what anyio does with _child_scopes ({sorted(operations)})", where
+    )
+    assert re.search(r"for \w+ in self\._child_scopes:", source), changed(
+        "how anyio walks _child_scopes", where
+    )
+    _anyio_sleep.install()
+    assert _anyio_sleep.scopes_ordered(), changed("CancelScope (not ordered)", where)

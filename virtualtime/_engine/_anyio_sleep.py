@@ -26,11 +26,24 @@ under ``anyio.run`` or anyio's pytest plugin, which import it before they make t
 this was written (a classmethod over a coroutine function of ``(cls, delay)``), and if it is
 not -- a new anyio, or someone else's patch -- nothing is installed and anyio keeps its own
 path.  ``tests/test_canaries.py`` names the assumption.
+
+The same hook makes anyio's cancellation order reproducible on virtual loops.  A cancelled
+anyio task group delivers the cancellation to its tasks (a ``set`` of tasks, which the loop's
+numbered tasks iterate in a fixed order: see :class:`virtualtime._engine._loop.Task`) and then to
+its child cancel scopes -- every task anyio starts runs inside a scope of its own, so that is
+where the group's children are -- iterating a ``set`` of scopes, which hash by address.  So a
+cancel scope made while a virtual loop runs in this thread keeps its child scopes in
+:class:`ChildScopes` instead, which iterates in the order they were entered (the order the
+children started, on a virtual loop the order they were created).  Scopes on other loops keep
+their set.  ``CancelScope`` is anyio-private too: its constructor is checked to be the one
+this was written for, and ``tests/test_canaries.py`` pins both the constructor and the four
+operations anyio performs on the child scopes (``add``, ``remove``, ``discard``, iterate).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -40,12 +53,12 @@ from .._shared._threads import ANYIO_ASYNCIO
 from . import _control
 from ._loop import RUNNING_HERE
 
-__all__ = ("install", "installed")
+__all__ = ("ChildScopes", "install", "installed", "scopes_ordered")
 
 _FAR: Final = 1e18  # as in _loop.call_later: longer delays take the general path there too
 _INT_OR_FLOAT: Final = (int, float)
 
-_state: dict[str, Any] = {"tried": False, "stock": None}
+_state: dict[str, Any] = {"tried": False, "stock": None, "scope_init": None}
 _lock: Final = threading.Lock()  # two loops may start at once in two threads
 
 
@@ -76,6 +89,7 @@ def install() -> bool:
         if module is None:
             return False  # try again the next time a loop starts
         _state["tried"] = True
+        _order_scopes(module)
         return _install(module)
 
 
@@ -110,3 +124,58 @@ def _install(module: Any) -> bool:
 def installed() -> bool:
     """Whether ``anyio.sleep`` takes the native sleep on virtual loops in this process."""
     return _state["stock"] is not None
+
+
+class ChildScopes(dict[Any, None]):
+    """An anyio cancel scope's child scopes, iterated in the order they were entered.
+
+    The operations anyio performs on its ``set`` of child scopes, on an insertion-ordered
+    dict: ``add``, ``remove`` (``KeyError`` when absent, as a set), ``discard``, iteration,
+    ``len`` and truth.
+    """
+
+    __slots__ = ()
+
+    def add(self, scope: object) -> None:
+        self[scope] = None
+
+    def remove(self, scope: object) -> None:
+        del self[scope]
+
+    def discard(self, scope: object) -> None:
+        self.pop(scope, None)
+
+
+def _order_scopes(module: Any) -> bool:
+    """Give the cancel scopes made on virtual loops ordered child scopes; True once done."""
+    scope_type = getattr(module, "CancelScope", None)
+    if not isinstance(scope_type, type) or "_child_scopes" not in getattr(
+        scope_type, "__slots__", ()
+    ):
+        return False
+    stock_init = scope_type.__dict__.get("__init__")
+    if not inspect.isfunction(stock_init):
+        return False
+    parameters = [(p.name, p.default) for p in inspect.signature(stock_init).parameters.values()]
+    if parameters != [("self", inspect.Parameter.empty), ("deadline", math.inf), ("shield", False)]:
+        return False
+    here = RUNNING_HERE
+
+    def __init__(self: Any, deadline: float = math.inf, shield: bool = False) -> None:
+        stock_init(self, deadline, shield)
+        if here.loop is not None:  # a virtual loop runs in this thread
+            self._child_scopes = ChildScopes()
+
+    __init__.__doc__ = stock_init.__doc__
+    __init__.__qualname__ = stock_init.__qualname__
+    __init__.__wrapped__ = stock_init  # type: ignore[attr-defined]
+    # anyio-private: the one place a scope's collection of child scopes is made (see the
+    # module docstring and test_canaries.py).
+    setattr(scope_type, "__init__", __init__)  # noqa: B010 - a class of anyio's
+    _state["scope_init"] = stock_init
+    return True
+
+
+def scopes_ordered() -> bool:
+    """Whether anyio cancel scopes made on virtual loops keep their child scopes in order."""
+    return _state["scope_init"] is not None

@@ -53,11 +53,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import contextvars
 import enum
 import functools
 import heapq
 import inspect
+import itertools
 import math
 import os
 import sys
@@ -66,7 +68,7 @@ import time as _time_module
 from asyncio import base_events as _base_events
 from asyncio import events as _asyncio_events
 from asyncio import format_helpers as _format_helpers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterator, Sequence
 from numbers import Real
 from types import FrameType
 from typing import (
@@ -170,6 +172,9 @@ _FORMAT_TAKES_DEBUG: Final = (
     "debug" in inspect.signature(_format_helpers._format_callback_source).parameters
 )
 
+_NO_PARAMETERS: Final = inspect.Signature()
+"""The signature of ``get_debug()`` and ``create_future()``, which take nothing."""
+
 _MAX_REAL_WAIT: Final = 3600.0
 """Longest single real-time block on the selector; longer waits are made of several."""
 
@@ -272,6 +277,40 @@ class _Soon(asyncio.Handle):
     _callback: Callable[..., object]
     _repr: str | None
     _source_traceback: Any
+
+
+class Task(asyncio.Task[_T]):
+    """A task of the virtual loop: a stock asyncio task whose hash is its creation number.
+
+    ``loop.create_task`` (and so ``asyncio.create_task``, ``TaskGroup``, ``gather`` of
+    coroutines, anyio's task groups, the task that runs ``virtualtime.run``'s coroutine) makes
+    these unless a task factory is set.  Why: code that keeps tasks in a ``set`` iterates them
+    in the order of their hashes, and a stock task hashes by its memory address -- so a
+    cancelled ``TaskGroup`` (asyncio's and anyio's both iterate a set) cancelled its children
+    in an order that changed with the address layout of the process, the hash seed and
+    everything allocated before.  Numbered tasks make that order, and every other iteration
+    over a set of tasks (``asyncio.wait``'s ``done`` and ``pending``, ``all_tasks()``), a
+    function of the program alone: every run is the same run.
+
+    Everything else is the stock task (the C one where CPython has it): its constructor,
+    stepping, cancellation, ``current_task()``, eager start, its repr (the class is named
+    ``Task``).  ``isinstance(t, asyncio.Task)`` holds; ``type(t) is asyncio.Task`` does not.
+    Equality stays identity.  A task factory you set with ``loop.set_task_factory`` is used
+    as on any loop, and its tasks hash as they always do.
+    """
+
+    __slots__ = ("_vt_order",)
+
+    _vt_order: int
+
+    def __hash__(self) -> int:
+        return self._vt_order
+
+
+# The two halves of calling Task(...): the number is set between them, because the stock
+# constructor already hashes the task (it registers it in a WeakSet, to 3.13).
+_new_task: Final = Task.__new__
+_init_task: Final = asyncio.Task.__init__
 
 
 def set_result_unless_cancelled(fut: asyncio.Future[Any], result: Any) -> None:
@@ -660,6 +699,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_drives: list[tuple[int, int, _Drive]] = []
         self._vt_target: asyncio.Future[Any] | None = None
         self._vt_fired = 0
+        # The creation number of the next Task made by create_task (see Task).
+        self._vt_task_number = itertools.count().__next__
         # Raw records (fired tick, priority, seq, task or callback, scheduled tick), turned
         # into HistoryRecords only when read: plain tuples are cheap for the GC to ignore.
         self._vt_history: collections.deque[tuple[int, int, int, object, int]] | None = (
@@ -835,14 +876,25 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # for create_future (asyncio.sleep, wait_for, queues and locks call it): the stock
         # method is exactly this call, made from a Python frame.  A subclass that overrides
         # either method keeps its own.
+        # The stand-ins describe themselves as the methods they replace: the partials carry
+        # a __signature__, the compiled callers answer one (_cwake.c, signature_of), for
+        # inspect.signature, help() and pytest-mock.  unittest.mock's autospec reads the
+        # signature of obj.__call__ instead when obj is not a function: a partial's own
+        # __call__ attribute (the partial itself; calls go through its type) points it there.
         cls = type(self)
         if cls.get_debug is _base_events.BaseEventLoop.get_debug:
             if _core is not None:  # the compiled twin: reads the flag from the loop's __dict__
                 self.get_debug = _core.DictFlag(self.__dict__, "_debug")  # type: ignore[method-assign]
             else:  # the same read in pure Python: the dict's own lookup, no attribute search
-                self.get_debug = functools.partial(self.__dict__.__getitem__, "_debug")  # type: ignore[method-assign]
+                flag = functools.partial(self.__dict__.__getitem__, "_debug")
+                flag.__signature__ = _NO_PARAMETERS  # type: ignore[attr-defined]
+                flag.__call__ = flag  # type: ignore[method-assign]
+                self.get_debug = flag  # type: ignore[method-assign]
         if cls.create_future is _base_events.BaseEventLoop.create_future:
-            self.create_future = functools.partial(_Future, loop=self)  # type: ignore[method-assign]
+            make_future = functools.partial(_Future, loop=self)
+            make_future.__signature__ = _NO_PARAMETERS  # type: ignore[attr-defined]
+            make_future.__call__ = make_future  # type: ignore[method-assign]
+            self.create_future = make_future  # type: ignore[method-assign]
         if _core is not None and cls.call_later is VirtualEventLoop.call_later:
             # The compiled call_later: the inline path below (every asyncio.sleep), without a
             # Python frame; anything unusual (a priority, debug mode, history, an odd delay)
@@ -1224,6 +1276,74 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def _vt_forget_seq(self, seq: int) -> None:
         self._vt_scheduled_at.pop(seq, None)
 
+    # ------------------------------------------------------------------ tasks
+
+    # create_task, as the stock method of each Python version takes its arguments: the stock
+    # body, making a numbered Task (see Task) where the stock method makes asyncio.Task.
+    # asyncio-private: a debug-mode task records where it was made (_source_traceback); the
+    # stock method drops its own frame from that record, and so does this one.
+    if sys.version_info >= (3, 14):
+
+        def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+            """Like the stock method; the task is numbered (see :class:`Task`)."""
+            self._check_closed()
+            if self.get_task_factory() is not None:
+                return super().create_task(coro, **kwargs)
+            task = _new_task(Task)
+            task._vt_order = self._vt_task_number()
+            _init_task(task, coro, loop=self, **kwargs)
+            if task._source_traceback:
+                del task._source_traceback[-1]
+            try:
+                return task
+            finally:
+                del task  # as stock: no cycle through a failed eager task's traceback
+
+    elif sys.version_info >= (3, 13):
+
+        def create_task(
+            self,
+            coro: Any,
+            *,
+            name: object = None,
+            context: contextvars.Context | None = None,
+            **kwargs: Any,
+        ) -> asyncio.Task[Any]:
+            """Like the stock method; the task is numbered (see :class:`Task`)."""
+            self._check_closed()
+            if self.get_task_factory() is not None:
+                return super().create_task(coro, name=name, context=context, **kwargs)
+            task = _new_task(Task)
+            task._vt_order = self._vt_task_number()
+            _init_task(task, coro, loop=self, name=name, context=context, **kwargs)
+            if task._source_traceback:
+                del task._source_traceback[-1]
+            try:
+                return task
+            finally:
+                del task  # as stock: no cycle through a failed eager task's traceback
+
+    else:
+
+        def create_task(
+            self,
+            coro: Generator[Any, None, _T] | Coroutine[Any, Any, _T],
+            *,
+            name: object = None,
+            context: contextvars.Context | None = None,
+        ) -> asyncio.Task[_T]:
+            # (``name`` is any object, as the stock method takes it: the task str()s it.)
+            """Like the stock method; the task is numbered (see :class:`Task`)."""
+            self._check_closed()
+            if self.get_task_factory() is not None:
+                return super().create_task(coro, name=name, context=context)
+            task: Task[_T] = _new_task(Task)
+            task._vt_order = self._vt_task_number()
+            _init_task(task, coro, loop=self, name=name, context=context)  # type: ignore[arg-type]
+            if task._source_traceback:  # type: ignore[attr-defined]
+                del task._source_traceback[-1]  # type: ignore[attr-defined]
+            return task
+
     # ------------------------------------------------------ external activity
 
     def run_in_executor(  # type: ignore[override]
@@ -1298,20 +1418,33 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         finally:
             threads.discard(ident)
 
-    async def shutdown_default_executor(self, timeout: float | None = None) -> None:
-        """Like the stock method; time stands still while the executor's threads join.
+    # shutdown_default_executor, with the stock method's parameters: 3.12 added ``timeout``.
+    if sys.version_info >= (3, 12):
 
-        Without this, the join timeout (300 s on 3.12+) would be a virtual timer that fires at
-        once and warns that the threads did not finish.
-        """
+        async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+            """Like the stock method; time stands still while the executor's threads join.
+
+            Without this, the join timeout (300 s) would be a virtual timer that fires at once
+            and warns that the threads did not finish.
+            """
+            with self._vt_holding_time():
+                await super().shutdown_default_executor(timeout)
+
+    else:
+
+        async def shutdown_default_executor(self) -> None:
+            """Like the stock method; time stands still while the executor's threads join."""
+            with self._vt_holding_time():
+                await super().shutdown_default_executor()
+
+    @contextlib.contextmanager
+    def _vt_holding_time(self) -> Iterator[None]:
+        # Outside work for as long as the block runs: time stands still.
         self._vt_world.holds += 1
         self._vt_world.changes += 1
         self._vt_update_fast()
         try:
-            if sys.version_info >= (3, 12):
-                await super().shutdown_default_executor(timeout)
-            else:  # pragma: no cover - 3.11 has no timeout parameter
-                await super().shutdown_default_executor()
+            yield
         finally:
             self._vt_world.holds -= 1
             self._vt_update_fast()
