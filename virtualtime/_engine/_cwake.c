@@ -632,6 +632,35 @@ new_soon(PyObject *callback, PyObject *cargs, PyObject *loop, PyObject *context)
     return handle;
 }
 
+/* inspect.signature(method): what __signature__ answers for the loop methods compiled here,
+   so that inspect.signature(loop.call_soon) -- and through it help(), unittest.mock's
+   autospec and pytest-mock -- sees the method's parameters, not "not supported".  Each
+   caller keeps its ``fallback`` (the Python method, bound), which has exactly the parameters
+   the compiled path takes; NULL means "no parameters" (get_debug).  Computed when asked:
+   nothing here is on a hot path. */
+static PyObject *
+signature_of(PyObject *method)
+{
+    PyObject *inspect = PyImport_ImportModule("inspect");
+    if (inspect == NULL) {
+        return NULL;
+    }
+    PyObject *sig = method == NULL ? PyObject_CallMethod(inspect, "Signature", NULL)
+                                   : PyObject_CallMethod(inspect, "signature", "O", method);
+    Py_DECREF(inspect);
+    return sig;
+}
+
+static PyObject *
+fallback_signature(PyObject *fallback)
+{
+    if (fallback == NULL) { /* cleared by the GC: nothing left to describe */
+        PyErr_SetString(PyExc_AttributeError, "__signature__");
+        return NULL;
+    }
+    return signature_of(fallback);
+}
+
 /* SoonCaller(loop, ready_append, fallback): the loop's call_soon.  Outside debug mode, on an
    open loop, it makes a lean handle and appends it to the ready queue; otherwise it calls
    ``fallback`` (the pure-Python method) with the same arguments. */
@@ -786,11 +815,41 @@ static PyMemberDef soon_members[] = {
     {NULL},
 };
 
+static PyObject *
+soon_signature(SoonCaller *self, void *Py_UNUSED(closure))
+{
+    return fallback_signature(self->fallback);
+}
+
+/* __call__ as a method too (METH_COEXIST: it takes the slot wrapper's place in the type's
+   dict; calls still go through the vectorcall slot).  Its docstring's first line is the
+   signature, in Argument Clinic's convention, because unittest.mock's autospec reads the
+   signature of ``obj.__call__`` for a callable that is not a function: with it, a mocked
+   loop method refuses the calls the stock method refuses. */
+static PyObject *
+soon_call_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return soon_vectorcall(self, args, (size_t)nargs, kwnames);
+}
+
+static PyMethodDef soon_methods[] = {
+    {"__call__", (PyCFunction)(void (*)(void))soon_call_method,
+     METH_FASTCALL | METH_KEYWORDS | METH_COEXIST,
+     "__call__($self, callback, *args, context=None)\n--\n\nCall self as loop.call_soon."},
+    {NULL},
+};
+
+static PyGetSetDef soon_getset[] = {
+    {"__signature__", (getter)soon_signature, NULL, "the signature of loop.call_soon", NULL},
+    {NULL},
+};
+
 static PyTypeObject SoonCaller_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.SoonCaller",
     .tp_basicsize = sizeof(SoonCaller),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The virtual loop's call_soon, compiled (see virtualtime._engine._loop).",
+    .tp_doc = "The virtual loop's call_soon(callback, *args, context=None), compiled: "
+              "as asyncio's loop.call_soon (see virtualtime._engine._loop).",
     .tp_new = soon_new,
     .tp_traverse = (traverseproc)soon_traverse,
     .tp_clear = (inquiry)soon_clear,
@@ -798,6 +857,8 @@ static PyTypeObject SoonCaller_Type = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(SoonCaller, vectorcall),
     .tp_members = soon_members,
+    .tp_getset = soon_getset,
+    .tp_methods = soon_methods,
 };
 
 
@@ -1083,11 +1144,43 @@ static PyMemberDef later_members[] = {
     {NULL},
 };
 
+static PyObject *
+later_signature(LaterCaller *self, void *Py_UNUSED(closure))
+{
+    return fallback_signature(self->fallback);
+}
+
+/* __call__ as a method too (METH_COEXIST: it takes the slot wrapper's place in the type's
+   dict; calls still go through the vectorcall slot).  Its docstring's first line is the
+   signature, in Argument Clinic's convention, because unittest.mock's autospec reads the
+   signature of ``obj.__call__`` for a callable that is not a function: with it, a mocked
+   loop method refuses the calls the stock method refuses. */
+static PyObject *
+later_call_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return later_vectorcall(self, args, (size_t)nargs, kwnames);
+}
+
+static PyMethodDef later_methods[] = {
+    {"__call__", (PyCFunction)(void (*)(void))later_call_method,
+     METH_FASTCALL | METH_KEYWORDS | METH_COEXIST,
+     "__call__($self, delay, callback, *args, context=None, priority=0)\n--\n\n"
+     "Call self as loop.call_later."},
+    {NULL},
+};
+
+static PyGetSetDef later_getset[] = {
+    {"__signature__", (getter)later_signature, NULL, "the signature of loop.call_later", NULL},
+    {NULL},
+};
+
 static PyTypeObject LaterCaller_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.LaterCaller",
     .tp_basicsize = sizeof(LaterCaller),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The virtual loop's call_later, compiled (see virtualtime._engine._loop).",
+    .tp_doc = "The virtual loop's call_later(delay, callback, *args, context=None, priority=0), "
+              "compiled: as asyncio's loop.call_later, with a priority "
+              "(see virtualtime._engine._loop).",
     .tp_new = later_new,
     .tp_traverse = (traverseproc)later_traverse,
     .tp_clear = (inquiry)later_clear,
@@ -1095,6 +1188,8 @@ static PyTypeObject LaterCaller_Type = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(LaterCaller, vectorcall),
     .tp_members = later_members,
+    .tp_getset = later_getset,
+    .tp_methods = later_methods,
 };
 
 /* DictFlag(dict, name): a callable returning dict[name] -- the loop's get_debug, reading
@@ -1164,17 +1259,49 @@ flag_dealloc(DictFlag *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyObject *
+flag_signature(DictFlag *Py_UNUSED(self), void *Py_UNUSED(closure))
+{
+    return signature_of(NULL);
+}
+
+/* __call__ as a method too (METH_COEXIST: it takes the slot wrapper's place in the type's
+   dict; calls still go through the vectorcall slot).  Its docstring's first line is the
+   signature, in Argument Clinic's convention, because unittest.mock's autospec reads the
+   signature of ``obj.__call__`` for a callable that is not a function: with it, a mocked
+   loop method refuses the calls the stock method refuses. */
+static PyObject *
+flag_call_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return flag_vectorcall(self, args, (size_t)nargs, kwnames);
+}
+
+static PyMethodDef flag_methods[] = {
+    {"__call__", (PyCFunction)(void (*)(void))flag_call_method,
+     METH_FASTCALL | METH_KEYWORDS | METH_COEXIST,
+     "__call__($self)\n--\n\nCall self as loop.get_debug."},
+    {NULL},
+};
+
+static PyGetSetDef flag_getset[] = {
+    {"__signature__", (getter)flag_signature, NULL, "no parameters, as loop.get_debug", NULL},
+    {NULL},
+};
+
 static PyTypeObject DictFlag_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.DictFlag",
     .tp_basicsize = sizeof(DictFlag),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "The virtual loop's get_debug, compiled (see virtualtime._engine._loop).",
+    .tp_doc = "The virtual loop's get_debug(), compiled: as asyncio's loop.get_debug "
+              "(see virtualtime._engine._loop).",
     .tp_new = flag_new,
     .tp_traverse = (traverseproc)flag_traverse,
     .tp_clear = (inquiry)flag_clear,
     .tp_dealloc = (destructor)flag_dealloc,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(DictFlag, vectorcall),
+    .tp_getset = flag_getset,
+    .tp_methods = flag_methods,
 };
 
 /* run_ready(popleft, ntodo, failed) -> None

@@ -1,6 +1,7 @@
 # The optional compiled core of the virtual loop (virtualtime/_engine/_cwake.c); see
 # virtualtime._engine._loop.
 import contextvars
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,8 @@ class SoonCaller:
         self, loop: object, ready_append: Callable[[Any], object], fallback: Callable[..., Any], /
     ) -> None: ...
     def __call__(self, callback: Callable[..., object], *args: Any, context: Any = None) -> Any: ...
+    @property
+    def __signature__(self) -> inspect.Signature: ...
 
 def setup_sleep(running_here: object, py_sleep: Callable[..., Any], /) -> None: ...
 def sleep(delay: float, *, priority: int = 0) -> Sleep: ...
@@ -71,9 +74,18 @@ class KitSleep:
 class DictFlag:
     def __init__(self, dict: dict[str, Any], name: str, /) -> None: ...
     def __call__(self) -> Any: ...
+    @property
+    def __signature__(self) -> inspect.Signature: ...
 
 class LaterCaller:
     def __init__(self, loop: object, timer_type: type, fallback: Callable[..., Any], /) -> None: ...
     def __call__(
-        self, delay: float, callback: Callable[..., object], *args: Any, context: Any = None
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: Any = None,
+        priority: int = 0,
     ) -> Any: ...
+    @property
+    def __signature__(self) -> inspect.Signature: ...
