@@ -208,7 +208,9 @@ EXAMPLES = []
 
 
 @pytest.mark.trio
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(strategies.integers(1, 9))
 async def test_stuck(clock, seconds):
     EXAMPLES.append(seconds)

@@ -1363,6 +1363,40 @@ def test_bad_horizons_are_clear_errors(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--virtualtime-max-time: expected seconds (3600) or a duration*"])
 
 
+def test_horizons_past_virtual_time_itself_are_clear_errors(pytester: pytest.Pytester) -> None:
+    # Issue 34: max_time=1e308 ran into a bare OverflowError on asyncio, and 10**400 ended
+    # collection with one; both now name the option, the value and the rule.
+    for name, value in (("huge_float", "1e308"), ("huge_int", "10**400"), ("text", "'1e308s'")):
+        write(
+            pytester,
+            **{
+                f"test_{name}": f"""
+                import pytest
+
+                @pytest.mark.asyncio
+                @pytest.mark.virtualtime(max_time={value})
+                async def test_it():
+                    pass
+                """
+            },
+        )
+    result = run(pytester)
+    result.assert_outcomes(errors=3)
+    out = result.stdout.str()
+    assert "OverflowError" not in out
+    assert out.count("max_time must be shorter than the horizon of virtual time") == 3
+    result.stdout.fnmatch_lines_random(
+        [
+            "*bad option max_time=1e+308: *got 1e+308*",
+            "*bad option max_time=*: *got an int of about 401 digits*",
+            "*bad option max_time='1e308s': *got '1e308s'*",
+        ]
+    )
+    result = run(pytester, "--virtualtime-max-time", "1e308")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--virtualtime-max-time: max_time must be shorter than*"])
+
+
 def test_the_horizon_changes_nothing_before_it_is_reached(pytester: pytest.Pytester) -> None:
     write(
         pytester,

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 from ._options import LoopOptions
-from ._shared._errors import InvalidValueError
+from ._shared._errors import InvalidTypeError, InvalidValueError
 
 __all__ = ("anyio_run",)
 
@@ -49,10 +49,14 @@ def anyio_run(
 
     Use it for a simulation's entry point, or in a test that wants one function to run on
     both backends; use anyio's pytest plugin (with the virtualtime marker) for test suites.
-    Raises ``ValueError`` for an unknown ``backend`` and ``TypeError`` for options the chosen
-    backend does not have, before anything runs (the options catalogue's own errors, the same
-    as every other entry point raises).
+    Raises ``ValueError`` for an unknown ``backend``, and ``TypeError`` for a ``main`` that is
+    not callable and for options the chosen backend does not have, before anything runs (the
+    options catalogue's own errors, the same as every other entry point raises).
     """
+    if not callable(main):
+        raise InvalidTypeError(
+            f"main must be an async function, got {main!r} ({type(main).__name__})"
+        )
     if not isinstance(backend, str) or backend not in _BACKENDS:
         raise InvalidValueError(f"backend must be 'asyncio' or 'trio', got {backend!r}")
     # Bad options fail here, before anyio starts anything, as on every other entry point.

@@ -126,6 +126,7 @@ if TYPE_CHECKING:
 
 from .._options import LoopOptions, check_names, check_option
 from .._shared._errors import InvalidTypeError, InvalidValueError
+from .._shared._time import NEVER, TICKS_PER_SECOND
 
 __all__ = ["DEFAULT_MAX_TIME", "VirtualTime", "deadlock_report"]
 
@@ -154,6 +155,9 @@ _MAX_TIME: Final = "max_time"
 """The one marker option that is the plugin's own, not a loop option."""
 
 _NO_MAX_TIME: Final = ("none", "off", "inf", "infinity")
+
+_HORIZON: Final = NEVER / TICKS_PER_SECOND
+"""The horizon of virtual time in seconds: a test's ``max_time`` must be shorter."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,12 +239,27 @@ def _check_max_time(value: object) -> float | None:
     elif value == math.inf:
         return None
     else:
-        seconds = float(value)
-    if not (math.isfinite(seconds) and seconds > 0):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond any float
+            seconds = math.inf
+    if seconds != seconds or seconds <= 0:
         raise InvalidValueError(
             f"max_time must be > 0 virtual seconds (None turns the horizon off), got {value!r}"
         )
+    if seconds >= _HORIZON:
+        raise InvalidValueError(
+            f"max_time must be shorter than the horizon of virtual time ({_HORIZON:.4g} s; "
+            f"None turns the test's horizon off), got {_shown(value)}"
+        )
     return seconds
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``; a huge int (whose repr may even be refused) by its size instead."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an int of about {value.bit_length() * 30103 // 100000 + 1} digits"
+    return repr(value)
 
 
 def _default_max_time(config: pytest.Config) -> float | None:

@@ -162,6 +162,11 @@ it still counts as answering (see :func:`_awaits_answer`)."""
 _RECHECK: typing.Final = 0.05
 """Real seconds between looks at a held TCP connection, which may turn idle silently."""
 
+_HORIZON: typing.Final = _time.NEVER / _time.TICKS_PER_SECOND
+"""The horizon of virtual time, in seconds (2**125 ns, about 4.25e28 s), as on the asyncio loop:
+no driving verb and no :meth:`VirtualClock.jump` may take the clock there.  (A trio deadline
+beyond it still fires when it is the next one: ``trio.sleep(1e300)`` is one jump.)"""
+
 _thread_table_size: typing.Final = _threads.thread_table_size
 _real_monotonic: typing.Final = _stdlib_time.monotonic
 
@@ -497,19 +502,27 @@ class VirtualClock(trio.abc.Clock):
         ``trio.from_thread.run_sync(clock.jump, seconds, trio_token=...)``.
 
         Raises ``ValueError`` for a negative, NaN or infinite ``seconds`` (time never goes
-        backwards) and ``TypeError`` for a non-number; the clock is then unchanged.
+        backwards) or one that would take time to the horizon of virtual time (about 4.25e28
+        s), and ``TypeError`` for a non-number; the clock is then unchanged.
         """
-        seconds = _time.check_delay("seconds", seconds)
+        self._leap("seconds", seconds)
+
+    fast_forward = jump
+
+    def _leap(self, name: str, seconds: object) -> None:
+        """:meth:`jump`, with errors naming the argument ``name``."""
         if self._rate:
-            self._anchor.rebase(self._anchor.virtual() + seconds)
+            span = _time.check_delay(name, seconds)
+            virtual = self._anchor.virtual() + span
+            if not virtual < _HORIZON:
+                raise _beyond_horizon(name, seconds)
+            self._anchor.rebase(virtual)
         else:
-            self._ticks += _time.delay_ticks(seconds)
+            self._ticks += _span_ticks(name, seconds, self._ticks)
             self._now = max(_time.to_seconds(self._ticks), self._now)
         self._dormant = False
         self._hold_since = None
         self._poke()
-
-    fast_forward = jump
 
     # ------------------------------------------------------------ kit waits
     # The toolkit (virtualtime.sim) may not import this package; it finds these on the
@@ -1348,6 +1361,27 @@ def _callable_name(func: object) -> str:
         func = func.func
 
 
+def _span_ticks(name: str, value: object, now: int) -> int:
+    """Ticks of a span ``value`` (finite, >= 0) from tick ``now``, short of the horizon; else
+    the error naming ``name`` (the asyncio loop's rule and words)."""
+    span = _time.check_delay(name, value)
+    if span < _HORIZON:
+        ticks = _time.delay_ticks(span)
+        if now + ticks < _time.NEVER:
+            return ticks
+    raise _beyond_horizon(name, value)
+
+
+def _beyond_horizon(name: str, value: object) -> _errors.InvalidValueError:
+    if isinstance(value, int) and value.bit_length() > 200:  # repr() may even refuse it
+        shown = f"an int of about {value.bit_length() * 30103 // 100000 + 1} digits"
+    else:
+        shown = repr(value)
+    return _errors.InvalidValueError(
+        f"{name} would take virtual time past its horizon ({_HORIZON:.4g} s): got {shown}"
+    )
+
+
 def _interrupts(exc: BaseException) -> bool:
     """Whether ``exc`` is (or holds) an interruption that must pass through unchanged."""
     kinds = (KeyboardInterrupt, SystemExit, GeneratorExit)
@@ -1372,6 +1406,10 @@ def run(
     ``autojump_threshold``, ``rate``, ``deadlock_timeout``, ``patch_time``, ``wall_start``),
     not both.
     """
+    if not callable(async_fn):
+        raise _errors.InvalidTypeError(
+            f"async_fn must be an async function, got {async_fn!r} ({type(async_fn).__name__})"
+        )
     if clock is None:
         clock = VirtualClock(**options)
     elif options:
@@ -1422,11 +1460,17 @@ async def _run_until(clock: VirtualClock, t: float) -> float:
 
 
 async def _evolve(clock: VirtualClock, dt: float) -> float:
-    target = _time.to_ticks(clock.current_time()) + _time.delay_ticks(dt)
+    now = _time.to_ticks(clock.current_time())
+    target = now + _span_ticks("dt", dt, now)
     return await _run_until(clock, _time.to_seconds(target))
 
 
 def _check_target(clock: VirtualClock, t: float) -> float:
+    t = _time.check_finite("t", t)
+    if t >= _HORIZON:
+        raise _errors.InvalidValueError(
+            f"t must be before the horizon of virtual time ({_HORIZON:.4g} s), got {t!r}"
+        )
     now = clock.current_time()
     # Compare in ticks: trio's float deadlines carry noise (0.1 * 3 reads 0.300...04).
     if _time.to_ticks(t) < _time.to_ticks(now):
@@ -1455,6 +1499,6 @@ async def _step(clock: VirtualClock) -> float | None:
 
 
 async def _fast_forward(clock: VirtualClock, dt: float) -> float:
-    clock.jump(dt)
+    clock._leap("dt", dt)
     await trio.lowlevel.checkpoint()
     return await _settle(clock)
