@@ -1332,13 +1332,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             name: object = None,
             context: contextvars.Context | None = None,
         ) -> asyncio.Task[_T]:
-            # (``name`` is any object, as the stock method takes it: the task str()s it.)
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
             if self.get_task_factory() is not None:
                 return super().create_task(coro, name=name, context=context)
             task: Task[_T] = _new_task(Task)
             task._vt_order = self._vt_task_number()
+            # (``name`` is any object, as for the stock method: the task str()s it.)
             _init_task(task, coro, loop=self, name=name, context=context)  # type: ignore[arg-type]
             if task._source_traceback:  # type: ignore[attr-defined]
                 del task._source_traceback[-1]  # type: ignore[attr-defined]
