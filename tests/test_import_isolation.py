@@ -46,3 +46,34 @@ def test_importing_does_not_load_trio(module: str) -> None:
 def test_the_trio_module_does_load_trio() -> None:
     # The check above can fail: virtualtime.trio is where trio gets imported.
     assert "trio" in modules_after_import("virtualtime.trio")
+
+
+@pytest.mark.parametrize("missing", ["trio", "sniffio"])
+def test_every_public_part_imports_without_an_undeclared_module(missing: str) -> None:
+    # As on a base install (trio is an extra; sniffio is no dependency of ours, only trio's):
+    # the module is made unimportable in a fresh interpreter.  virtualtime.trio alone needs
+    # trio, and says how to get it.
+    code = (
+        "import importlib, sys\n"
+        f"sys.modules[{missing!r}] = None\n"
+        "for name in ('virtualtime', 'virtualtime.sim', 'virtualtime.trace', "
+        "'virtualtime.experiment', 'virtualtime.cli', 'virtualtime.pytest_plugin'):\n"
+        "    importlib.import_module(name)\n"
+        "print('imported')\n"
+    )
+    if missing == "trio":
+        code += (
+            "try:\n"
+            "    import virtualtime.trio\n"
+            "except ModuleNotFoundError as error:\n"
+            "    print('refused:', error.name, error)\n"
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "imported"
+    if missing == "trio":
+        assert lines[1].startswith("refused: trio "), lines
+        assert "pip install 'async-virtualtime[trio]'" in lines[1]

@@ -29,7 +29,14 @@ from typing import Any, Final, Literal, TypedDict
 
 from ._clocks._patch import check_wall_start
 from ._shared._errors import InvalidTypeError, InvalidValueError
-from ._shared._time import NEVER, TICKS_PER_SECOND, check_bool, check_delay, check_rate
+from ._shared._time import (
+    NEVER,
+    TICKS_PER_SECOND,
+    check_bool,
+    check_delay,
+    check_rate,
+    shown,
+)
 
 __all__ = [
     "ASYNCIO_ONLY",
@@ -184,14 +191,7 @@ def _asyncio_only_message(names: list[str]) -> str:
     )
 
 
-def _short(value: object) -> str:
-    """``repr(value)``, cut short: a 400-digit int is named, not printed."""
-    text = repr(value)
-    if len(text) <= 60:
-        return text
-    if isinstance(value, int):
-        return f"an int of {len(str(abs(value)))} digits"
-    return text[:57] + "..."
+_short = shown
 
 
 def _check_start(value: object) -> float:
@@ -338,14 +338,13 @@ def closed(obj: object, layers: tuple[_Layer, ...]) -> None:
             layer.on_close(obj)
 
 
-@contextlib.contextmanager
 def configure(
     *,
     on_create: Callable[[Any], object] | None = None,
     on_close: Callable[[Any], object] | None = None,
     all_threads: bool = False,
     **options: Any,
-) -> Iterator[LoopOptions]:
+) -> contextlib.AbstractContextManager[LoopOptions]:
     """Set the options of every virtual loop and clock created in this context.
 
     Use it to change loops and clocks that *other* code creates -- a program you run, a
@@ -365,12 +364,23 @@ def configure(
     "This context" is a :mod:`contextvars` context: the current thread, and tasks and
     ``asyncio.to_thread`` calls started from it -- not threads started with
     ``threading.Thread``.  ``all_threads=True`` reaches every thread while the block runs.
-    It yields the validated options.
+    It yields the validated options.  Everything is checked when ``configure`` is called,
+    before the ``with`` block is entered.
     """
     check_bool("all_threads", all_threads)
+    for name, hook in (("on_create", on_create), ("on_close", on_close)):
+        if hook is not None and not callable(hook):
+            raise InvalidTypeError(
+                f"{name} must be None or a callable taking the loop or clock, got {shown(hook)}"
+            )
     checked = LoopOptions.of(options)
     given = {name: getattr(checked, name) for name in options}
-    layer = _Layer(given, on_create, on_close)
+    return _configured(_Layer(given, on_create, on_close), checked, all_threads)
+
+
+@contextlib.contextmanager
+def _configured(layer: _Layer, checked: LoopOptions, all_threads: bool) -> Iterator[LoopOptions]:
+    """The context of :func:`configure`, whose arguments are already checked."""
     if all_threads:
         _EVERY_THREAD.append(layer)
         try:

@@ -39,6 +39,7 @@ from typing import Final
 from ._errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
+    "MAX_RATE",
     "NEVER",
     "RESOLUTION",
     "TICKS_PER_SECOND",
@@ -48,6 +49,7 @@ __all__ = [
     "check_finite",
     "check_rate",
     "delay_ticks",
+    "shown",
     "ticks_at_or_after",
     "to_seconds",
     "to_ticks",
@@ -105,6 +107,22 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
+MAX_RATE: Final = 1e12
+"""The fastest rate a clock may run at, relative to what drives it (a trillion to one)."""
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, cut short: a 400-digit int is named, not printed.
+
+    (``repr`` of an int past 4,300 digits even raises a ``ValueError`` of its own.)
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        digits = math.floor(value.bit_length() * math.log10(2)) + 1
+        return f"an int of about {digits} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def check_finite(name: str, value: object) -> float:
     """``value`` as a float if it is a finite real number, else a clear error.
 
@@ -112,13 +130,15 @@ def check_finite(name: str, value: object) -> float:
     ``ValueError`` for NaN and infinities.  The message names ``name``.
     """
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise InvalidTypeError(f"{name} must be a real number, got {value!r} ({_type_name(value)})")
+        raise InvalidTypeError(
+            f"{name} must be a real number, got {shown(value)} ({_type_name(value)})"
+        )
     try:
         result = float(value)
     except OverflowError:  # an int beyond any float
-        raise InvalidValueError(f"{name} must be finite, got {value!r}") from None
+        raise InvalidValueError(f"{name} must be finite, got {shown(value)}") from None
     if not math.isfinite(result):
-        raise InvalidValueError(f"{name} must be finite, got {value!r}")
+        raise InvalidValueError(f"{name} must be finite, got {shown(value)}")
     return result
 
 
@@ -133,13 +153,17 @@ def check_delay(name: str, value: object) -> float:
     """``value`` as a float if it is a finite number >= 0, else a clear error."""
     result = check_finite(name, value)
     if result < 0:
-        raise InvalidValueError(f"{name} must be >= 0, got {value!r}")
+        raise InvalidValueError(f"{name} must be >= 0, got {shown(value)}")
     return result
 
 
 def check_rate(name: str, value: object) -> float:
-    """A rate: a finite number >= 0 (0 means stopped or "not tied to real time")."""
-    return check_delay(name, value)
+    """A rate: a number from 0 to :data:`MAX_RATE` (0 means stopped or "not tied to real
+    time"); a faster one would overflow virtual time within seconds of real time."""
+    result = check_delay(name, value)
+    if result > MAX_RATE:
+        raise InvalidValueError(f"{name} must be at most {MAX_RATE:g}, got {shown(value)}")
+    return result
 
 
 class RateAnchor:

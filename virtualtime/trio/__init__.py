@@ -118,7 +118,16 @@ import time as _stdlib_time
 import types
 import typing
 
-import trio
+try:
+    import trio
+except ModuleNotFoundError as _missing:  # trio is an extra: say how to get it
+    if _missing.name != "trio":
+        raise
+    raise ModuleNotFoundError(
+        "virtualtime.trio runs trio programs in virtual time and needs trio, which is not "
+        "installed: pip install 'async-virtualtime[trio]' (or pip install trio)",
+        name="trio",
+    ) from None
 import trio.lowlevel
 import trio.testing
 
