@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import virtualtime
@@ -14,7 +16,8 @@ def test_configure_refuses_a_hook_that_cannot_be_called_before_the_block(
     name: str, hook: object
 ) -> None:
     with pytest.raises(InvalidTypeError, match=f"{name} must be None or a callable"):
-        virtualtime.configure(**{name: hook})  # refused at the call, not at `with`
+        hooks: dict[str, Any] = {name: hook}
+        virtualtime.configure(**hooks)  # refused at the call, not at `with`
 
 
 def test_configure_refuses_a_bad_option_at_the_call() -> None:
