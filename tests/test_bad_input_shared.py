@@ -15,8 +15,8 @@ from virtualtime import InvalidTypeError, InvalidValueError
 def test_configure_refuses_a_hook_that_cannot_be_called_before_the_block(
     name: str, hook: object
 ) -> None:
+    hooks: dict[str, Any] = {name: hook}
     with pytest.raises(InvalidTypeError, match=f"{name} must be None or a callable"):
-        hooks: dict[str, Any] = {name: hook}
         virtualtime.configure(**hooks)  # refused at the call, not at `with`
 
 
