@@ -235,8 +235,8 @@ class Dask(Backend):
         address: str | None = None,
         timeout: float = DASK_CONNECT_TIMEOUT,
     ) -> None:
-        if address is not None and (not isinstance(address, str) or not address):
-            raise InvalidTypeError(f"address must be a non-empty str, got {shown(address)}")
+        if address is not None:
+            _check_address(address, "tcp://HOST:PORT")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise InvalidTypeError(f"timeout must be a number of seconds, got {shown(timeout)}")
         if not 0 < timeout <= 3600:
@@ -316,7 +316,24 @@ class Dask(Backend):
 
 def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    text = lines[0] if lines else type(error).__name__
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _check_address(address: object, form: str) -> str:
+    """A cluster address: ``SCHEME://HOST:PORT`` or ``HOST:PORT``, checked before connecting."""
+    if not isinstance(address, str):
+        raise InvalidTypeError(f"address must be a str like {form}, got {shown(address)}")
+    host = address.partition("://")[2] if "://" in address else address
+    if (
+        len(address) > 300
+        or not address.isprintable()
+        or any(c.isspace() for c in address)
+        or ":" not in host
+        or not host.rpartition(":")[0]
+    ):
+        raise InvalidValueError(f"address must look like {form}, got {shown(address)}")
+    return address
 
 
 class Ray(Backend):
@@ -333,8 +350,8 @@ class Ray(Backend):
     def __init__(
         self, address: str | None = None, *, max_retries: int = 3, **init_options: Any
     ) -> None:
-        if address is not None and (not isinstance(address, str) or not address):
-            raise InvalidTypeError(f"address must be None or a non-empty str, got {shown(address)}")
+        if address is not None and address not in ("auto", "local"):
+            _check_address(address, "'auto', 'local', ray://HOST:PORT or HOST:PORT")
         _count("max_retries", max_retries, low=-1, high=1000)
         try:
             import ray

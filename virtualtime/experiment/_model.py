@@ -114,6 +114,11 @@ class ModelRef:
                 raise InvalidValueError(f"model file {shown(where)} does not exist")
             path = Path(where).resolve()
             return cls(module=f"_virtualtime_model_{path.stem}", name=name, file=str(path))
+        if not all(part.isidentifier() for part in where.split(".")):
+            raise InvalidValueError(
+                f"a model reference is 'file.py:function' or 'module:function' (a module's "
+                f"dotted name), got {shown(spec)}"
+            )
         return cls(module=where, name=name)
 
     def resolve(self) -> Model:
@@ -179,7 +184,9 @@ def reference(model: Model | str | ModelRef) -> Model | ModelRef:
     if isinstance(model, str):
         return ModelRef.parse(model)
     if not callable(model):
-        raise InvalidTypeError(f"model must be a function or 'file.py:function', got {model!r}")
+        raise InvalidTypeError(
+            f"model must be a function or 'file.py:function', got {shown(model)}"
+        )
     module = getattr(model, "__module__", None)
     qualname = getattr(model, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
@@ -242,9 +249,9 @@ def _as_outputs(value: object) -> dict[str, float]:
     outputs: dict[str, float] = {}
     for name, number in value.items():
         if not isinstance(name, str) or not name:
-            raise InvalidTypeError(f"output names must be non-empty strings, got {name!r}")
+            raise InvalidTypeError(f"output names must be non-empty strings, got {shown(name)}")
         if isinstance(number, bool) or not isinstance(number, (int, float, np.number)):
-            raise InvalidTypeError(f"output {name!r} must be a number, got {number!r}")
+            raise InvalidTypeError(f"output {shown(name)} must be a number, got {shown(number)}")
         outputs[name] = float(number)
     return outputs
 

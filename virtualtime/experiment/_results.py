@@ -184,6 +184,8 @@ class Results:
             raise InvalidValueError(
                 f"output: no output {shown(output)}; outputs are {self.outputs}"
             )
+        if isinstance(scenario, bool) or not isinstance(scenario, int):
+            raise InvalidTypeError(f"scenario must be a scenario index, got {shown(scenario)}")
         self._scenario_index(scenario, "scenario")
         return [row[output] for row in self.rows if row["scenario"] == scenario]
 

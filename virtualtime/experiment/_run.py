@@ -122,7 +122,7 @@ def scenarios_of(grid: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[
             else:
                 values = list(itertools.islice(value, MAX_SCENARIOS + 1))
                 if not values:
-                    raise InvalidValueError(f"grid: parameter {name!r} has no values")
+                    raise InvalidValueError(f"grid: parameter {shown(name)} has no values")
                 levels.append(values)
             count *= len(levels[-1])
             if count > MAX_SCENARIOS:
@@ -145,12 +145,13 @@ def scenarios_of(grid: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[
             )
         scenarios.append(check_params(scenario))
     if not scenarios:
-        raise InvalidValueError("the grid has no scenarios")
+        raise InvalidValueError("grid: the grid has no scenarios")
     first = list(scenarios[0])
     for i, scenario in enumerate(scenarios):
         if sorted(scenario) != sorted(first):
             raise InvalidValueError(
-                f"scenario {i} names {sorted(scenario)}, scenario 0 names {sorted(first)}: "
+                f"grid: scenario {i} names {shown(sorted(scenario))}, scenario 0 names "
+                f"{shown(sorted(first))}: "
                 "every scenario must name the same parameters"
             )
     return scenarios
@@ -250,7 +251,7 @@ def sweep(
     for name in parameters:
         if name in (*KEY_COLUMNS, *TAIL_COLUMNS):
             raise InvalidValueError(
-                f"{name!r} is a column of the results table; rename the parameter"
+                f"grid: {name!r} is a column of the results table; rename the parameter"
             )
     sent = reference(model)
     results = Results(
@@ -313,6 +314,7 @@ def replicate(
     ``results.attempted[0]`` says how many it took and ``results.target_met[0]`` whether
     the target was met.
     """
+    n = _positive_int("n", n)
     return sweep(
         model,
         [check_params(params)],

@@ -271,10 +271,8 @@ def record_span(
     Perfetto.  Times are virtual seconds of the clock the caller runs on; ``end`` must not be
     before ``start``.
     """
-    if not (math.isfinite(start) and math.isfinite(end)):
-        raise InvalidValueError(
-            f"record_span: start and end must be finite, got {start!r}, {end!r}"
-        )
+    start = check_finite("record_span: start", start)
+    end = check_finite("record_span: end", end)
     if end < start:
         raise InvalidValueError(f"record_span: end ({end!r}) must not be before start ({start!r})")
     recorder = _active.get()
@@ -658,7 +656,7 @@ def register_category(category: Category, *, replace: bool = False) -> None:
     ``replace=True`` (for example to recolour a built-in category).
     """
     if not isinstance(category, Category):
-        raise InvalidTypeError(f"register_category needs a Category, got {category!r}")
+        raise InvalidTypeError(f"register_category needs a Category, got {_shown(category)}")
     known = _categories.get(category.name)
     if known is not None and known != category and not replace:
         raise InvalidValueError(
