@@ -277,8 +277,14 @@ def test_internal_rows_are_hidden_unless_asked_for(tmp_path: Path) -> None:
     trace = vans_and_their_stepping_tasks()
     assert plot_trace(trace, tmp_path / "a.png", size=(400, 300)) == 2
     assert plot_trace(trace, tmp_path / "b.png", size=(400, 300), internal=True) == 3
-    with pytest.raises(ValueError, match=r"and 1 internal rows, drawn with internal=True"):
+    with pytest.raises(ValueError, match=r"\(1 internal rows match: drawn with internal=True\)"):
         plot_trace(trace, tmp_path / "c.png", rows=["virtualtime.*"])
+    assert (
+        plot_trace(
+            trace, tmp_path / "d.png", size=(400, 300), rows=["virtualtime.*"], internal=True
+        )
+        == 1
+    )
 
 
 def test_the_axis_starts_at_the_runs_start_not_at_the_first_span() -> None:

@@ -423,22 +423,21 @@ def plot_trace(
 
     every, processes = _rows(trace)
     styles = _styles(trace)
-    hidden_internal = 0
-    if not internal:
-        shown_rows = [r for r in every if not r.name.startswith(INTERNAL_PREFIXES)]
-        hidden_internal = len(every) - len(shown_rows)
-        every = shown_rows
+    listed = [r for r in every if internal or not r.name.startswith(INTERNAL_PREFIXES)]
     if patterns is not None:
-        matching = [r for r in every if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
-        if not matching:
-            names = sorted({r.name for r in every})
-            shown = ", ".join(_shown(n) for n in names[:30]) + (", ..." if len(names) > 30 else "")
-            also = f" (and {hidden_internal} internal rows, drawn with internal=True)"
-            raise NoSuchRows(
-                f"rows: no row matches {', '.join(_shown(p) for p in patterns)}; the rows are "
-                f"{shown or '(none: the trace is empty)'}{also if hidden_internal else ''}"
-            )
-        every = matching
+        every = [r for r in every if any(fnmatch.fnmatchcase(r.name, p) for p in patterns)]
+    # virtualtime's own rows (that the patterns, if any, asked for) are counted, not drawn.
+    kept = [r for r in every if internal or not r.name.startswith(INTERNAL_PREFIXES)]
+    hidden_internal = len(every) - len(kept)
+    every = kept
+    if patterns is not None and not every:
+        names = sorted({r.name for r in listed})
+        shown = ", ".join(_shown(n) for n in names[:30]) + (", ..." if len(names) > 30 else "")
+        also = f" ({hidden_internal} internal rows match: drawn with internal=True)"
+        raise NoSuchRows(
+            f"rows: no row matches {', '.join(_shown(p) for p in patterns)}; the rows are "
+            f"{shown or '(none: the trace is empty)'}{also if hidden_internal else ''}"
+        )
     hidden = max(len(every) - max_rows, 0)
     chosen = every[:max_rows]
     several = len({r.pid for r in chosen}) > 1
