@@ -287,6 +287,10 @@ def test_internal_rows_are_hidden_unless_asked_for(tmp_path: Path) -> None:
     )
 
 
+def test_no_such_rows_belongs_to_the_error_family() -> None:
+    assert issubclass(plot_module.NoSuchRows, InvalidValueError)
+
+
 def test_the_axis_starts_at_the_runs_start_not_at_the_first_span() -> None:
     trace = vans_and_their_stepping_tasks()
     assert trace["otherData"]["runs"][0]["start"] == 0.0

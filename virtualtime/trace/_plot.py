@@ -68,8 +68,11 @@ def _styles(trace: Mapping[str, Any]) -> dict[str, Category]:
     return styles
 
 
-class NoSuchRows(ValueError):
-    """``plot_trace(rows=...)`` matched no row; the message lists the rows there are."""
+class NoSuchRows(InvalidValueError):
+    """``plot_trace(rows=...)`` matched no row; the message lists the rows there are.
+
+    An :class:`~virtualtime.InvalidValueError` (so also a ``ValueError``).
+    """
 
 
 _OTHER_COLOURS: Final = ("#76b7b2", "#b07aa1", "#ff9da7", "#9c755f", "#af7aa1")
