@@ -16,7 +16,7 @@ from numbers import Real
 from typing import Final
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
-from .._shared._time import NEVER, TICKS_PER_SECOND
+from .._shared._time import NEVER, TICKS_PER_SECOND, to_ticks
 
 __all__ = [
     "HORIZON",
@@ -25,6 +25,9 @@ __all__ = [
     "check_name",
     "check_number",
     "check_positive",
+    "check_span",
+    "instant_ticks",
+    "span_ticks",
     "short",
 ]
 
@@ -108,3 +111,24 @@ def check_name(name: str, value: object) -> str | None:
             f"{name} must be a str or None, got {short(value)} ({type(value).__name__})"
         )
     return value
+
+
+def check_span(name: str, value: object) -> float:
+    """A span of virtual time: a finite number >= 0 that stays before the horizon."""
+    number = _real(name, value, "a finite number of virtual seconds >= 0")
+    if not 0 <= number < HORIZON:
+        raise InvalidValueError(
+            f"{name} must be a finite number of virtual seconds >= 0 before the horizon of "
+            f"virtual time ({HORIZON:.4g} s), got {short(value)}"
+        )
+    return number
+
+
+def instant_ticks(name: str, value: object) -> int:
+    """:func:`check_instant`, in ticks."""
+    return to_ticks(check_instant(name, value))
+
+
+def span_ticks(name: str, value: object) -> int:
+    """:func:`check_span`, in ticks (rounded to the nearest)."""
+    return to_ticks(check_span(name, value))

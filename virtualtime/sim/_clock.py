@@ -41,16 +41,15 @@ from typing import TypeVar
 import anyio
 import anyio.lowlevel
 
-from .._shared._errors import UsageError, VirtualTimeError
+from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError, VirtualTimeError
 from .._shared._time import (
     TICKS_PER_SECOND,
-    check_delay,
-    check_finite,
     check_rate,
     delay_ticks,
     to_seconds,
     to_ticks,
 )
+from ._check import check_instant, check_span, instant_ticks
 
 __all__ = ["Clock", "TriggerClock"]
 
@@ -155,11 +154,11 @@ class Clock:
         follow_loop: bool | None = None,
     ) -> None:
         rate_value = check_rate("rate", rate)
-        start_ticks = None if start is None else Fraction(to_ticks(check_finite("start", start)))
+        start_ticks = None if start is None else Fraction(instant_ticks("start", start))
         if follow_loop is None:
             follow_loop = _loop_running()
         elif not isinstance(follow_loop, bool):
-            raise TypeError(f"follow_loop must be True, False or None, got {follow_loop!r}")
+            raise InvalidTypeError(f"follow_loop must be True, False or None, got {follow_loop!r}")
         base = _loop_ticks() if follow_loop else _ZERO
         self._parent: Clock | None = None
         self._children: list[Clock] = []
@@ -213,18 +212,18 @@ class Clock:
         parent and a tree has no cycles: both are a ``ValueError``, with nothing changed.
         """
         if not isinstance(clock, Clock):
-            raise TypeError(f"clock must be a Clock, got {clock!r} ({type(clock).__name__})")
+            raise InvalidTypeError(f"clock must be a Clock, got {clock!r} ({type(clock).__name__})")
         if clock._parent is self:
             return clock
         if clock._parent is not None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"clock {clock!r} already has a parent ({clock._parent!r}); a clock has at "
                 "most one parent"
             )
         ancestor: Clock | None = self
         while ancestor is not None:
             if ancestor is clock:
-                raise ValueError(
+                raise InvalidValueError(
                     f"clock {clock!r} is this clock or one of its ancestors; adding it as a "
                     "child would make a cycle"
                 )
@@ -315,7 +314,7 @@ class Clock:
         enforced).  A tree that follows the event loop moves with the loop instead — sleep,
         or use the loop's own ``fast_forward``.  Sleepers on the tree wake if now due.
         """
-        dt_value = check_delay("dt", dt)
+        dt_value = check_span("dt", dt)
         self._check_manual_root("fast_forward")
         self._advance(Fraction(delay_ticks(dt_value)))
 
@@ -346,12 +345,12 @@ class Clock:
         whose rate is not a power of two, a wake-up can read a few nanoseconds late (see
         *Resolution* on the class); prefer :meth:`sleep_until` for long periodic loops.
         """
-        delay_value = check_delay("delay", delay)
+        delay_value = check_span("delay", delay)
         await self._sleep_until(self._now() + delay_ticks(delay_value))
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until this clock reads ``deadline`` (returns at once if it already does)."""
-        deadline_value = check_finite("deadline", deadline)
+        deadline_value = check_instant("deadline", deadline)
         await self._sleep_until(Fraction(to_ticks(deadline_value)))
 
     async def _sleep_until(self, target: Fraction) -> None:
@@ -388,11 +387,11 @@ class Clock:
         An object is filed once per clock: scheduling it again on the same clock moves it
         (behind any occurrence already at the new instant).
         """
-        ticks = self._now() if time is None else Fraction(to_ticks(check_finite("time", time)))
+        ticks = self._now() if time is None else Fraction(instant_ticks("time", time))
         try:
             hash(obj)
         except TypeError:
-            raise TypeError(
+            raise InvalidTypeError(
                 f"obj must be hashable (it is the key of its occurrence), got {obj!r}"
             ) from None
         self._file(obj, ticks)
@@ -546,7 +545,7 @@ class Clock:
             return None
         instant, clock, obj = found
         if not callable(obj):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"run_one() calls the scheduled objects, but {obj!r} is not callable; "
                 "use unschedule_next() to drive a queue of plain objects"
             )
@@ -566,7 +565,7 @@ class Clock:
         As in Ruck, a ``time`` already in the past returns at once and changes nothing (time
         never moves backwards).
         """
-        target = Fraction(to_ticks(check_finite("time", time)))
+        target = Fraction(instant_ticks("time", time))
         self._check_manual_root("run_until")
         now = self._now()
         if target < now:
@@ -619,11 +618,11 @@ class TriggerClock(Clock):
         try:
             hash(obj)
         except TypeError:
-            raise TypeError(f"obj must be hashable, got {obj!r}") from None
+            raise InvalidTypeError(f"obj must be hashable, got {obj!r}") from None
         try:
             hash(trigger)
         except TypeError:
-            raise TypeError(f"trigger must be hashable, got {trigger!r}") from None
+            raise InvalidTypeError(f"trigger must be hashable, got {trigger!r}") from None
         self._entries.pop(obj, None)
         self._unpark(obj)
         self._waiting.setdefault(trigger, {})[obj] = None

@@ -36,7 +36,12 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol, TypeVar, runtime_checkable
 
+from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._shared._time import check_finite
+from ._check import check_positive, short
+
+_MAX_GRID: Final = 10**7
+"""The most junctions :meth:`GuidePath.grid` builds (a larger grid would not fit in memory)."""
 
 __all__ = [
     "ARRIVAL_TOLERANCE",
@@ -109,18 +114,18 @@ def _check_point(
     value: object, name: str, dimensions: tuple[int, ...], like: Point | None
 ) -> Point:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(
+        raise InvalidTypeError(
             f"{name} must be a sequence of {' or '.join(map(str, dimensions))} coordinates, "
             f"got {value!r} ({type(value).__name__})"
         )
     point = tuple(check_finite(f"{name}[{i}]", x) for i, x in enumerate(value))
     if like is not None and len(point) != len(like):
-        raise ValueError(
+        raise InvalidValueError(
             f"{name} must have {len(like)} coordinates like the vehicle's position {like!r}, "
             f"got {value!r}"
         )
     if len(point) not in dimensions:
-        raise ValueError(
+        raise InvalidValueError(
             f"{name} must have {' or '.join(map(str, dimensions))} coordinates, got {value!r}"
         )
     return point
@@ -145,9 +150,9 @@ class Euclidean:
     def __init__(self, dimensions: int | None = None) -> None:
         if dimensions is not None:
             if isinstance(dimensions, bool) or not isinstance(dimensions, int):
-                raise TypeError(f"dimensions must be 2, 3 or None, got {dimensions!r}")
+                raise InvalidTypeError(f"dimensions must be 2, 3 or None, got {dimensions!r}")
             if dimensions not in (2, 3):
-                raise ValueError(f"dimensions must be 2, 3 or None, got {dimensions!r}")
+                raise InvalidValueError(f"dimensions must be 2, 3 or None, got {dimensions!r}")
         self._dimensions = dimensions
 
     @property
@@ -206,18 +211,18 @@ class Polyline:
     def __init__(self, waypoints: Iterable[Sequence[float]]) -> None:
         given: object = waypoints
         if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
-            raise TypeError(f"waypoints must be an iterable of points, got {waypoints!r}")
+            raise InvalidTypeError(f"waypoints must be an iterable of points, got {waypoints!r}")
         points: list[Point] = []
         for i, raw in enumerate(waypoints):
             like = points[0] if points else None
             points.append(_check_point(raw, f"waypoints[{i}]", (2, 3), like))
             if i and points[-1] == points[-2]:
-                raise ValueError(
+                raise InvalidValueError(
                     f"waypoints[{i}] repeats the waypoint before it ({raw!r}); consecutive "
                     "waypoints must differ"
                 )
         if len(points) < 2:
-            raise ValueError(f"a Polyline needs at least 2 waypoints, got {len(points)}")
+            raise InvalidValueError(f"a Polyline needs at least 2 waypoints, got {len(points)}")
         cumulative = [0.0]
         for p, q in itertools.pairwise(points):
             cumulative.append(cumulative[-1] + math.dist(p, q))
@@ -278,7 +283,7 @@ class Polyline:
                     self._arc_cache.clear()
                 self._arc_cache[p] = s
                 return s
-        raise ValueError(f"{name} {p!r} is not on the path (it is {best:.6g} away from it)")
+        raise InvalidValueError(f"{name} {p!r} is not on the path (it is {best:.6g} away from it)")
 
     def check_position(
         self, value: object, *, name: str = "position", like: Point | None = None
@@ -363,30 +368,34 @@ class GuidePath:
         self, edges: Iterable[tuple[Hashable, Hashable, float]], *, two_way: bool = True
     ) -> None:
         if not isinstance(two_way, bool):
-            raise TypeError(f"two_way must be a bool, got {two_way!r}")
+            raise InvalidTypeError(f"two_way must be a bool, got {two_way!r}")
         given: object = edges
         if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
-            raise TypeError(f"edges must be an iterable of (zone, zone, length), got {edges!r}")
+            raise InvalidTypeError(
+                f"edges must be an iterable of (zone, zone, length), got {edges!r}"
+            )
         adjacent: dict[Hashable, dict[Hashable, float]] = {}
         for i, edge in enumerate(edges):
             if not isinstance(edge, tuple) or len(edge) != 3:
-                raise TypeError(f"edges[{i}] must be a tuple (zone, zone, length), got {edge!r}")
+                raise InvalidTypeError(
+                    f"edges[{i}] must be a tuple (zone, zone, length), got {edge!r}"
+                )
             a, b, raw_length = edge
             for zone in (a, b):
                 self._check_zone_label(zone, f"edges[{i}]")
             if a == b:
-                raise ValueError(f"edges[{i}] joins zone {a!r} to itself")
+                raise InvalidValueError(f"edges[{i}] joins zone {a!r} to itself")
             length = check_finite(f"edges[{i}] length", raw_length)
             if length <= 0:
-                raise ValueError(f"edges[{i}] length must be > 0, got {raw_length!r}")
+                raise InvalidValueError(f"edges[{i}] length must be > 0, got {raw_length!r}")
             pairs = [(a, b), (b, a)] if two_way else [(a, b)]
             for u, v in pairs:
                 if v in adjacent.get(u, {}):
-                    raise ValueError(f"edges[{i}] repeats the edge {u!r} -> {v!r}")
+                    raise InvalidValueError(f"edges[{i}] repeats the edge {u!r} -> {v!r}")
                 adjacent.setdefault(u, {})[v] = length
                 adjacent.setdefault(v, {})
         if not adjacent:
-            raise ValueError("a GuidePath needs at least one edge")
+            raise InvalidValueError("a GuidePath needs at least one edge")
         self._adjacent = adjacent
         self._two_way = two_way
         self._trees: dict[Hashable, tuple[dict[Hashable, float], dict[Hashable, Hashable]]] = {}
@@ -395,13 +404,13 @@ class GuidePath:
     @staticmethod
     def _check_zone_label(zone: object, name: str) -> None:
         if zone is None or isinstance(zone, Between):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{name}: a zone must be a hashable value other than None, got {zone!r}"
             )
         try:
             hash(zone)
         except TypeError:
-            raise TypeError(f"{name}: a zone must be hashable, got {zone!r}") from None
+            raise InvalidTypeError(f"{name}: a zone must be hashable, got {zone!r}") from None
 
     @classmethod
     def grid(cls, rows: int, columns: int, spacing: float = 1.0) -> GuidePath:
@@ -412,9 +421,18 @@ class GuidePath:
         """
         for name, value in (("rows", rows), ("columns", columns)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {value!r}")
+                raise InvalidTypeError(f"{name} must be an int, got {value!r}")
         if rows < 1 or columns < 1 or rows * columns < 2:
-            raise ValueError(f"a grid needs at least 2 junctions, got {rows} x {columns}")
+            raise InvalidValueError(
+                f"rows x columns must make at least 2 junctions, got {short(rows)} x "
+                f"{short(columns)}"
+            )
+        if rows * columns > _MAX_GRID:
+            raise InvalidValueError(
+                f"rows x columns must make at most {_MAX_GRID:,} junctions, got {short(rows)} x "
+                f"{short(columns)}"
+            )
+        check_positive("spacing", spacing)
         edges: list[tuple[Hashable, Hashable, float]] = []
         for r in range(rows):
             for c in range(columns):
@@ -446,7 +464,7 @@ class GuidePath:
             return (a,)
         hops = self._hops(a, b)
         if hops is None:
-            raise ValueError(f"zone {b!r} cannot be reached from zone {a!r}")
+            raise InvalidValueError(f"zone {b!r} cannot be reached from zone {a!r}")
         return (a, *(hop.end for hop in hops))
 
     def check_position(
@@ -454,13 +472,13 @@ class GuidePath:
     ) -> Hashable:
         """A zone of this guide path (positions :class:`Between` zones come only from halts)."""
         if isinstance(value, Between):
-            raise ValueError(
+            raise InvalidValueError(
                 f"{name} must be a zone; {value!r} is part way along an edge, where only a "
                 "halt can put a vehicle"
             )
         self._check_zone_label(value, name)
         if value not in self._adjacent:
-            raise ValueError(f"{name} {value!r} is not a zone of this guide path")
+            raise InvalidValueError(f"{name} {value!r} is not a zone of this guide path")
         return value
 
     # -- shortest paths
@@ -592,33 +610,35 @@ class DistanceTable:
         self, distances: Mapping[tuple[Hashable, Hashable], float], *, symmetric: bool = True
     ) -> None:
         if not isinstance(distances, Mapping):
-            raise TypeError(f"distances must be a mapping {{(a, b): distance}}, got {distances!r}")
+            raise InvalidTypeError(
+                f"distances must be a mapping {{(a, b): distance}}, got {distances!r}"
+            )
         table: dict[tuple[Hashable, Hashable], float] = {}
         places: dict[Hashable, None] = {}
         for key, raw in distances.items():
             if not isinstance(key, tuple) or len(key) != 2:
-                raise TypeError(f"distances keys must be (place, place) pairs, got {key!r}")
+                raise InvalidTypeError(f"distances keys must be (place, place) pairs, got {key!r}")
             a, b = key
             for place in key:
                 if place is None:
-                    raise TypeError(f"distances[{key!r}]: a place must not be None")
+                    raise InvalidTypeError(f"distances[{key!r}]: a place must not be None")
             value = check_finite(f"distances[{key!r}]", raw)
             if a == b:
-                raise ValueError(f"distances[{key!r}] gives a place a distance to itself")
+                raise InvalidValueError(f"distances[{key!r}] gives a place a distance to itself")
             if value <= 0:
-                raise ValueError(f"distances[{key!r}] must be > 0, got {raw!r}")
+                raise InvalidValueError(f"distances[{key!r}] must be > 0, got {raw!r}")
             table[key] = value
             places[a] = places[b] = None
         if symmetric:
             for (a, b), value in list(table.items()):
                 other = table.setdefault((b, a), value)
                 if other != value:
-                    raise ValueError(
+                    raise InvalidValueError(
                         f"distances[{(a, b)!r}] = {value!r} but distances[{(b, a)!r}] = "
                         f"{other!r}; pass symmetric=False for a one-way table"
                     )
         if not places:
-            raise ValueError("a DistanceTable needs at least one pair of places")
+            raise InvalidValueError("a DistanceTable needs at least one pair of places")
         self._distances = table
         self._places = tuple(places)
         self._known = frozenset(places)
@@ -635,9 +655,9 @@ class DistanceTable:
         try:
             known = value in self._known
         except TypeError:
-            raise TypeError(f"{name} must be a hashable place, got {value!r}") from None
+            raise InvalidTypeError(f"{name} must be a hashable place, got {value!r}") from None
         if not known:
-            raise ValueError(f"{name} {value!r} is not a place of this distance table")
+            raise InvalidValueError(f"{name} {value!r} is not a place of this distance table")
         return value
 
     def distance(self, a: Hashable, b: Hashable) -> float:

@@ -664,6 +664,8 @@ class Simulation:
                 group.cancel_scope.cancel()
 
     def __repr__(self) -> str:
+        if not self._entered:
+            return f"<Simulation not started order={self._order!r}>"
         state = "ended" if self._final is not None else "running"
         return (
             f"<Simulation {state} now={self.now!r} processes={len(self._live)} "
@@ -711,6 +713,10 @@ def _check_process(what: str, name: str, coro: object) -> None:
         f"{name} must be a coroutine (call the async function: {what[:-2]}(f(...))), got "
         f"{short(coro)} ({type(coro).__name__})"
     )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _check_until(until: object) -> float | None:
@@ -2631,6 +2637,11 @@ def _simulate(
             f"backend must be 'asyncio' or 'trio', got {short(backend)}"
         )
     check_bool("end_when_idle", end_when_idle)
+    begin = options.get("start", 0.0)
+    if limit is not None and _is_number(begin) and limit < begin:
+        raise InvalidValueError(
+            f"until must not be before the start of the run {begin!r}, got {short(until)}"
+        )
     if env._entered:
         raise UsageError("a Simulation runs once; make a new one for each run")
     holder: list[Process[T]] = []

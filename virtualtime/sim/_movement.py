@@ -79,9 +79,10 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 import anyio.abc
 
-from .._shared._errors import UsageError
+from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
 from .._shared._time import check_bool, check_delay, delay_ticks, to_seconds, to_ticks
 from ..trace import Category, record_span, recording, register_category
+from ._check import check_span, short
 from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
 
@@ -419,7 +420,7 @@ class Vehicle(Generic[P]):
         history: int | None = None,
     ) -> None:
         if not isinstance(geometry, Geometry):
-            raise TypeError(
+            raise InvalidTypeError(
                 "geometry must provide check_position, distance, is_reachable, position_along "
                 f"and boundaries (the Geometry protocol), got {geometry!r}"
             )
@@ -432,14 +433,14 @@ class Vehicle(Generic[P]):
             ("continuation_gate", continuation_gate),
         ):
             if callback is not None and not callable(callback):
-                raise TypeError(f"{label} must be callable or None, got {callback!r}")
+                raise InvalidTypeError(f"{label} must be callable or None, got {callback!r}")
         if name is not None and not isinstance(name, str):
-            raise TypeError(f"name must be a str or None, got {name!r}")
+            raise InvalidTypeError(f"name must be a str or None, got {name!r}")
         if history is not None:
             if isinstance(history, bool) or not isinstance(history, int):
-                raise TypeError(f"history must be an int >= 0 or None, got {history!r}")
+                raise InvalidTypeError(f"history must be an int >= 0 or None, got {history!r}")
             if history < 0:
-                raise ValueError(f"history must be >= 0 or None, got {history!r}")
+                raise InvalidValueError(f"history must be >= 0 or None, got {history!r}")
         self._name: str | None = name
         self._on_journey_ended = on_journey_ended
         self._gate = continuation_gate
@@ -582,7 +583,7 @@ class Vehicle(Generic[P]):
         step = self._step
         origin = self._position if step is None else step.target
         if not geometry.is_reachable(origin, dest):
-            raise ValueError(
+            raise InvalidValueError(
                 f"destination {dest!r} cannot be reached from {origin!r} by {self.name!r} "
                 f"in {geometry!r}"
             )
@@ -698,7 +699,7 @@ class Vehicle(Generic[P]):
         is not changed.
         """
         d = check_delay("distance", distance)
-        t = check_delay("duration", duration)
+        t = check_span("duration", duration)
         self._odometer += d
         self._operating_ticks += to_ticks(t)
 
@@ -737,13 +738,13 @@ class Vehicle(Generic[P]):
         if type(value) is float and 0 < value < math.inf:
             return value  # the common case, without the ABC check below
         if isinstance(value, bool) or not isinstance(value, Real):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"velocity of {self.name!r} must be a real number, got {value!r} "
                 f"({type(value).__name__})"
             )
         v = float(value)
         if not (v > 0 and math.isfinite(v)):
-            raise ValueError(
+            raise InvalidValueError(
                 f"velocity of {self.name!r} must be finite and > 0 when a step is planned, "
                 f"got {value!r} (to stop a vehicle, halt() it)"
             )
@@ -753,7 +754,7 @@ class Vehicle(Generic[P]):
         geometry = self._geometry
         length = geometry.distance(origin, target)
         if not math.isfinite(length):
-            raise ValueError(
+            raise InvalidValueError(
                 f"destination {target!r} cannot be reached from {origin!r} by {self.name!r}"
             )
         boundaries = geometry.boundaries(origin, target)
@@ -1092,7 +1093,7 @@ class Fleet:
 
     def __init__(self, *vehicles: Vehicle[Any], name: str | None = None) -> None:
         if name is not None and not isinstance(name, str):
-            raise TypeError(f"name must be a str or None, got {name!r}")
+            raise InvalidTypeError(f"name must be a str or None, got {name!r}")
         self._name = name
         self._vehicles: list[Vehicle[Any]] = []
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -1113,7 +1114,7 @@ class Fleet:
         """Add ``vehicle`` and return it; it is in service from now if the fleet is open,
         else from when it opens."""
         if not isinstance(vehicle, Vehicle):
-            raise TypeError(f"vehicle must be a Vehicle, got {vehicle!r}")
+            raise InvalidTypeError(f"vehicle must be a Vehicle, got {vehicle!r}")
         if self._task_group is not None:
             self._claim(vehicle)
             vehicle._task_group = self._task_group
@@ -1125,7 +1126,7 @@ class Fleet:
 
     def _claim(self, vehicle: Vehicle[Any]) -> None:
         if vehicle._fleet is not None and vehicle._fleet is not self:
-            raise ValueError(
+            raise InvalidValueError(
                 f"vehicle {vehicle.name!r} already serves in {vehicle._fleet!r}; a vehicle "
                 "serves one fleet at a time"
             )
@@ -1173,14 +1174,17 @@ def _check_velocity_setting(value: object) -> float | Callable[[], float]:
     if callable(value):
         return value
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(
+        raise InvalidTypeError(
             f"velocity must be a number or a function returning one, got {value!r} "
             f"({type(value).__name__})"
         )
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
     if not (v > 0 and math.isfinite(v)):
-        raise ValueError(
-            f"velocity must be finite and > 0, got {value!r} (to stop a vehicle, halt() it)"
+        raise InvalidValueError(
+            f"velocity must be finite and > 0, got {short(value)} (to stop a vehicle, halt() it)"
         )
     return v
 
@@ -1189,8 +1193,11 @@ def _check_step_size(value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"step_size must be a number or None, got {value!r}")
-    v = float(value)
+        raise InvalidTypeError(f"step_size must be a number or None, got {value!r}")
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
     if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"step_size must be finite and > 0, got {value!r}")
+        raise InvalidValueError(f"step_size must be finite and > 0, got {short(value)}")
     return v

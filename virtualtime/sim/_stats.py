@@ -20,6 +20,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._shared._errors import InvalidTypeError, InvalidValueError
+from ._check import check_number
+
 __all__ = ["Summary", "Tally", "TimeSeries"]
 
 
@@ -38,12 +41,11 @@ class Summary:
 
 
 def _window(start: float | None, end: float | None, now: float) -> tuple[float, float]:
-    lo = -math.inf if start is None else float(start)
-    hi = now if end is None else float(end)
-    if math.isnan(lo) or math.isnan(hi):
-        raise ValueError(f"window bounds must be numbers, got start={start!r}, end={end!r}")
+    """A window ``[start, end]``: each bound None (the whole run) or a finite number."""
+    lo = -math.inf if start is None else check_number("start", start)
+    hi = now if end is None else check_number("end", end)
     if hi < lo:
-        raise ValueError(f"window end={end!r} is before start={start!r}")
+        raise InvalidValueError(f"end must not be before start={start!r}, got end={end!r}")
     return lo, hi
 
 
@@ -59,12 +61,21 @@ class TimeSeries:
     __slots__ = ("_clock", "_times", "_values")
 
     def __init__(self, clock: Callable[[], float], initial: float = 0.0, start: float = 0.0):
+        if not callable(clock):
+            raise InvalidTypeError(
+                f"clock must be callable as clock() -> float, got {clock!r} "
+                f"({type(clock).__name__})"
+            )
+        check_number("initial", initial)
+        check_number("start", start)
         self._clock = clock
         self._times: list[float] = [start]
         self._values: list[float] = [initial]
 
     def record(self, value: float) -> None:
-        """The level is ``value`` from now on."""
+        """The level is ``value`` (a finite number) from now on."""
+        if type(value) is not float or not -math.inf < value < math.inf:
+            check_number("value", value)
         self._record_at(self._clock(), value)
 
     def _record_at(self, now: float, value: float) -> None:
@@ -92,9 +103,10 @@ class TimeSeries:
 
     def value_at(self, t: float) -> float:
         """The level at instant ``t`` (the last value recorded at or before it)."""
+        check_number("t", t)
         index = bisect.bisect_right(self._times, t) - 1
         if index < 0:
-            raise ValueError(f"t={t!r} is before recording began at {self._times[0]!r}")
+            raise InvalidValueError(f"t={t!r} is before recording began at {self._times[0]!r}")
         return self._values[index]
 
     def _pieces(self, start: float | None, end: float | None) -> list[tuple[float, float]]:
@@ -149,7 +161,16 @@ class Tally:
         self._values: list[float] = []
 
     def add(self, t: float, value: float) -> None:
-        """Record ``value`` observed at instant ``t`` (instants never go backwards)."""
+        """Record ``value`` observed at instant ``t`` (both finite numbers; instants never go
+        backwards)."""
+        check_number("t", t)
+        check_number("value", value)
+        times = self._times
+        if times and t < times[-1]:
+            raise InvalidValueError(
+                f"t must not be before the last observation at {times[-1]!r}, got {t!r} "
+                "(instants never go backwards)"
+            )
         self._times.append(t)
         self._values.append(value)
 

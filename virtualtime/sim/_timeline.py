@@ -42,7 +42,9 @@ from typing import Generic, TypeVar
 
 import anyio
 
-from .._shared._time import check_delay, check_finite, delay_ticks, to_seconds, to_ticks
+from .._shared._errors import InvalidValueError
+from .._shared._time import delay_ticks, to_seconds, to_ticks
+from ._check import check_span, instant_ticks, span_ticks
 
 __all__ = ["TimelineEntry", "Timeline"]
 
@@ -58,13 +60,13 @@ def _check_duration(duration: float | None) -> int | None:
         return 0
     if isinstance(duration, float) and duration == math.inf:
         return None
-    return to_ticks(check_delay("duration", duration))
+    return span_ticks("duration", duration)
 
 
 def _finite_duration(duration: float | None, what: str) -> int:
     ticks = _check_duration(duration)
     if ticks is None:
-        raise ValueError(f"duration must be finite for {what}, got {duration!r}")
+        raise InvalidValueError(f"duration must be finite for {what}, got {duration!r}")
     return ticks
 
 
@@ -161,10 +163,10 @@ class TimelineEntry(Generic[E]):
 
     def add_after(self, item: E, delay: float, duration: float | None = None) -> TimelineEntry[E]:
         """Add ``item`` starting ``delay`` after this one ends (0: back to back)."""
-        delay_ticks_ = to_ticks(check_delay("delay", delay))
+        delay_ticks_ = span_ticks("delay", delay)
         new_duration = _check_duration(duration)
         if self._duration is None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"{self!r} never ends (its duration is inf), so nothing can start after it"
             )
         return self.timeline._insert(
@@ -173,7 +175,7 @@ class TimelineEntry(Generic[E]):
 
     def add_sync(self, item: E, delay: float, duration: float | None = None) -> TimelineEntry[E]:
         """Add ``item`` starting ``delay`` after this one starts (0: together)."""
-        delay_ticks_ = to_ticks(check_delay("delay", delay))
+        delay_ticks_ = span_ticks("delay", delay)
         return self.timeline._insert(item, self._start + delay_ticks_, _check_duration(duration))
 
     def add_before(self, item: E, delay: float, duration: float | None = None) -> TimelineEntry[E]:
@@ -182,7 +184,7 @@ class TimelineEntry(Generic[E]):
         Its ``duration`` must be finite (None means an instant event).  The new start may lie
         before the timeline's time; it then activates at the next update, already under way.
         """
-        delay_ticks_ = to_ticks(check_delay("delay", delay))
+        delay_ticks_ = span_ticks("delay", delay)
         new_duration = _finite_duration(duration, "add_before")
         return self.timeline._insert(item, self._start - delay_ticks_ - new_duration, new_duration)
 
@@ -227,12 +229,12 @@ class Timeline(Generic[E]):
         ``duration`` None or 0 makes an instant event (returned by one update, expired);
         ``math.inf`` makes one that never expires.  ``delay`` and ``duration`` must be >= 0.
         """
-        delay_ticks_ = to_ticks(check_delay("delay", delay))
+        delay_ticks_ = span_ticks("delay", delay)
         return self._insert(item, self._time + delay_ticks_, _check_duration(duration))
 
     def add_at(self, item: E, start: float, duration: float | None = None) -> TimelineEntry[E]:
         """Register ``item`` at an absolute ``start`` (which may be in the past)."""
-        start_ticks = to_ticks(check_finite("start", start))
+        start_ticks = instant_ticks("start", start)
         return self._insert(item, start_ticks, _check_duration(duration))
 
     def _insert(self, item: E, start: int, duration: int | None) -> TimelineEntry[E]:
@@ -242,7 +244,7 @@ class Timeline(Generic[E]):
 
     def update(self, dt: float) -> list[TimelineEntry[E]]:
         """Advance the timeline by ``dt`` (>= 0) and return the active events (see module notes)."""
-        return self._update(delay_ticks(check_delay("dt", dt)))
+        return self._update(delay_ticks(check_span("dt", dt)))
 
     def _update(self, dt: int) -> list[TimelineEntry[E]]:
         time = self._time + dt
@@ -266,9 +268,9 @@ class Timeline(Generic[E]):
         step, the missed steps follow at once.  Iteration ends when the timeline holds nothing
         a future update could return (check :func:`len`); break out of it to stop earlier.
         """
-        value = check_finite("dt", dt)
+        value = check_span("dt", dt)
         if value <= 0:
-            raise ValueError(f"dt must be > 0 (time must move between updates), got {dt!r}")
+            raise InvalidValueError(f"dt must be > 0 (time must move between updates), got {dt!r}")
         return _Steps(self, delay_ticks(value))
 
     def __repr__(self) -> str:

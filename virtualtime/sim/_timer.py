@@ -46,15 +46,14 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, Never, TypeAlias
 
-from .._shared._errors import UsageError
+from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
 from .._shared._time import (
     TICKS_PER_SECOND,
-    check_delay,
-    check_finite,
     delay_ticks,
     to_seconds,
     to_ticks,
 )
+from ._check import check_number, check_span, instant_ticks
 from ._fast import asyncio_loop, jump_to, trio_module
 from ._fast import set_result as _set_result
 
@@ -86,12 +85,12 @@ def _check_priority(value: object) -> int:
             return PRIORITIES[value]
         except KeyError:
             names = ", ".join(repr(name) for name in PRIORITIES)
-            raise ValueError(
+            raise InvalidValueError(
                 f"priority {value!r} is not a known name (use an int or one of {names})"
                 + _hint(value, PRIORITIES)
             ) from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
+        raise InvalidTypeError(
             f"priority must be an int or a name such as 'high', got {value!r} "
             f"({type(value).__name__})"
         )
@@ -99,15 +98,15 @@ def _check_priority(value: object) -> int:
 
 
 def _check_period(value: object) -> int:
-    period = check_finite("period", value)
+    period = check_number("period", value)
     if period <= 0:
-        raise ValueError(f"period must be > 0, got {value!r}")
-    return delay_ticks(period)
+        raise InvalidValueError(f"period must be > 0, got {value!r}")
+    return delay_ticks(check_span("period", period))
 
 
 def _check_action(value: object) -> Action:
     if not callable(value):
-        raise TypeError(
+        raise InvalidTypeError(
             f"action must be callable as action(event, timer), got {value!r} "
             f"({type(value).__name__})"
         )
@@ -151,12 +150,12 @@ class PeriodicAction:
     ) -> None:
         if unknown:
             name = next(iter(unknown))
-            raise TypeError(
+            raise InvalidTypeError(
                 f"PeriodicAction() got an unexpected keyword argument {name!r}"
                 + _hint(name, ("action", "start", "period", "priority"))
             )
         self._action = _check_action(action)
-        self._time = to_ticks(check_finite("start", start))
+        self._time = instant_ticks("start", start)
         self._period = _check_period(period)
         self._priority = _check_priority(priority)
         self._timer: Timer | None = None
@@ -202,7 +201,7 @@ class PeriodicAction:
         once (TerraME leaves the queue unsorted; here it stays right).  A ``time`` behind
         the timer's current time is a ``ValueError``: time never goes backwards.
         """
-        new_time = None if time is None else to_ticks(check_finite("time", time))
+        new_time = None if time is None else instant_ticks("time", time)
         new_period = None if period is None else _check_period(period)
         new_priority = None if priority is None else _check_priority(priority)
         timer = self._timer
@@ -212,7 +211,7 @@ class PeriodicAction:
             and timer._time is not None
             and new_time < timer._time
         ):
-            raise ValueError(
+            raise InvalidValueError(
                 f"time={time!r} is before the timer's current time "
                 f"{to_seconds(timer._time)!r}; time never goes backwards"
             )
@@ -266,19 +265,19 @@ class Timer:
     )
 
     def __init__(self, *events: PeriodicAction, snap: float = 0.0) -> None:
-        snap_value = check_delay("snap", snap)
+        snap_value = check_span("snap", snap)
         seen: set[int] = set()
         for index, event in enumerate(events):
             if not isinstance(event, PeriodicAction):
-                raise TypeError(
+                raise InvalidTypeError(
                     f"events[{index}] must be a PeriodicAction, got {event!r} "
                     f"({type(event).__name__})"
                 )
             if id(event) in seen:
-                raise ValueError(f"events[{index}] ({event!r}) is given twice")
+                raise InvalidValueError(f"events[{index}] ({event!r}) is given twice")
             seen.add(id(event))
             if event._timer is not None:
-                raise ValueError(
+                raise InvalidValueError(
                     f"events[{index}] ({event!r}) already belongs to another Timer; "
                     "remove it there first"
                 )
@@ -351,17 +350,17 @@ class Timer:
         time (that would make time run backwards): both are a ``ValueError``.
         """
         if not isinstance(event, PeriodicAction):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"event must be a PeriodicAction, got {event!r} ({type(event).__name__})"
             )
         if event._timer is self:
-            raise ValueError(f"event {event!r} is already in this timer")
+            raise InvalidValueError(f"event {event!r} is already in this timer")
         if event._timer is not None:
-            raise ValueError(
+            raise InvalidValueError(
                 f"event {event!r} already belongs to another Timer; remove it there first"
             )
         if self._time is not None and event._time < self._time:
-            raise ValueError(
+            raise InvalidValueError(
                 f"event time {event.time!r} is before the timer's current time "
                 f"{self.time!r}; time never goes backwards (give the event a later start)"
             )
@@ -375,11 +374,11 @@ class Timer:
     def remove(self, event: PeriodicAction) -> None:
         """Take ``event`` out of this timer (inside its own action: it will not come back)."""
         if not isinstance(event, PeriodicAction):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"event must be a PeriodicAction, got {event!r} ({type(event).__name__})"
             )
         if event._timer is not self:
-            raise ValueError(f"event {event!r} is not in this timer")
+            raise InvalidValueError(f"event {event!r} is not in this timer")
         event._timer = None
         if event is not self._current:
             self._count -= 1
@@ -414,7 +413,7 @@ class Timer:
         wanted, typically from an event (``PeriodicAction(action=lambda e, t: t.notify())``).
         """
         if not callable(callback):
-            raise TypeError(f"callback must be callable, got {callback!r}")
+            raise InvalidTypeError(f"callback must be callable, got {callback!r}")
         self._observers.append(callback)
         return callback
 
@@ -423,7 +422,7 @@ class Timer:
         try:
             self._observers.remove(callback)
         except ValueError:
-            raise ValueError(f"callback {callback!r} is not observing this timer") from None
+            raise InvalidValueError(f"callback {callback!r} is not observing this timer") from None
 
     def notify(self) -> None:
         """Call every observer with the current :attr:`time`."""
@@ -434,9 +433,9 @@ class Timer:
     # ------------------------------------------------------------------ running
 
     def _check_run(self, until: float) -> int:
-        limit = to_ticks(check_finite("until", until))
+        limit = instant_ticks("until", until)
         if self._time is not None and limit < self._time:
-            raise ValueError(
+            raise InvalidValueError(
                 f"until={until!r} is before the timer's current time {self.time!r}; "
                 "time never goes backwards (use reset() to start the timer afresh)"
             )
@@ -639,7 +638,7 @@ class Timer:
                         close = getattr(result, "close", None)
                         if close is not None:
                             close()
-                        raise TypeError(
+                        raise InvalidTypeError(
                             f"the action of {event!r} returned an awaitable; run timers with "
                             "async actions with 'await timer.run(until)'"
                         )
