@@ -6,8 +6,10 @@ knows.  This module asks.  Every function is a pure question -- it changes nothi
 can see -- and every one answers ``None`` for *unknown*: not Linux, no procfs (some
 containers), an ioctl this kind of file does not have, a kernel too old for the field.  A caller
 that gets ``None`` falls back to whatever it did before (a real-time grace).  Nothing here
-imports asyncio or trio; it is cheap enough for every idle round of a loop (the costs below
-are measured on a 2-core x86-64 VM under Linux 6.18, CPython 3.11, with the machine idle).
+imports asyncio or trio.  The costs below were measured on a 2-core x86-64 VM under Linux
+6.18 and CPython 3.11, best of five runs, while other work kept the load average at 5 to 6:
+a system call costs about 1 us there, and reading a procfs file 7 to 30 us -- procfs, not
+Python, is what the per-look questions spend their time on.
 
 Threads of this process
 -----------------------
@@ -20,12 +22,13 @@ A thread is known by its *native id* (``threading.Thread.native_id``,
   ``S`` sleeping until something wakes it (a lock, a queue, ``select``, ``time.sleep``),
   ``D`` uninterruptible sleep (disk I/O, page faults: working, only slowly), ``T``/``t``
   stopped, ``Z`` zombie, ``X`` dead.  This module also answers ``X`` for a thread that no
-  longer exists.  About 5 us (one ``open``/``read``/``close``; 2 us with a kept file, as
-  :class:`ThreadWatch` does).  The comm field before the state is in parentheses and may hold
-  spaces and parentheses itself, so the line is split at its *last* ``)``.
+  longer exists.  About 25 us (``open``/``read``/``close``; a kept file re-read with
+  ``pread``, as :class:`ThreadWatch` does, costs about a third of that).  The comm field
+  before the state is in parentheses and may hold spaces and parentheses itself, so the line
+  is split at its *last* ``)``.
 * its **CPU clock** (:func:`thread_cpu_ns`): the nanoseconds of CPU it has used, from the
   kernel's per-thread CPU clock (the id glibc's ``pthread_getcpuclockid`` builds from the tid;
-  readable only for threads of this process).  About 0.5 us.  It advances in nanoseconds, so
+  readable only for threads of this process).  About 0.6 us.  It advances in nanoseconds, so
   a thread that ran at all between two reads -- even for the microseconds of waking up to find
   its lock still taken -- shows it.
 
@@ -45,16 +48,25 @@ long ``sqlite3`` query hold no GIL at all and read ``R`` too), while threads in
 With *several* GIL waiters one release wakes only one of them, and it may not be the one being
 read; :class:`ThreadWatch` therefore also reads every CPU clock before and after the state
 reads, and a thread that was woken during the look -- and so ran, if only to find the GIL
-taken -- has a clock that moved.  The one case left is a watched GIL waiter that is never
-woken because an *unwatched* thread takes the GIL at every release; watch every thread that
-matters.  (The cost: a woken waiter may take the GIL during the look, and then the asker waits
-up to one switch interval to get it back -- only when some thread is busy, when the answer
-is "working" anyway.)  On a free-threaded build there is no GIL, and a busy thread is simply
-``R``.
+taken -- has a clock that moved.  The case left is a watched GIL waiter that is not woken
+because the release woke an *unwatched* waiter instead: measured with three pure-Python
+threads, one of them watched alone is missed in about 5 % of looks, while the three watched
+together are never missed.  So watch every thread that may want the GIL (all the process's
+other threads, :func:`threads_of`, when in doubt).  (The cost: a woken waiter may take the
+GIL during the look, and then the asker waits up to one switch interval to get it back --
+only when some thread is busy, when the answer is "working" anyway.)  On a free-threaded build
+there is no GIL, and a busy thread is simply ``R``.  What does *not* work: releasing the GIL on
+purpose (``os.sched_yield()``, ``time.sleep(0)``, a 100 us ``select``) and comparing CPU clocks
+before and after -- under load the woken waiter has often not been given a CPU yet, so it was
+seen in 1 % to 60 % of tries, at up to a switch interval each; the state letter is set at the
+wake-up itself, before any CPU is given.  A look costs about 25 us for one thread and 20 us more
+per thread.
 
 A thread in ``time.sleep`` is ``S`` with a still clock: it is not working, it is *waiting for
 real time*.  Whether that counts as outside work is the model's decision, not a fact here.
-Never include the asking thread in a watch: it is always ``R``.
+Never include the asking thread in a watch: it is always ``R``.  And a thread that
+``Thread.join()`` saw finish may still exist for a moment, running its exit (``R``):
+``join`` returns when the Python side is done, before the kernel has torn the thread down.
 
 Sockets
 -------
@@ -75,28 +87,30 @@ For a socket (or any file descriptor):
   :class:`TcpInfo` for which kernel brought each field; a field the running kernel does not
   return is ``None``).  ``bytes_received`` and ``bytes_acked`` are byte counters that only
   grow, so "did the peer send anything since I last looked" is an integer comparison instead
-  of a millisecond timestamp.  About 2 us.
+  of a millisecond timestamp.  About 10 us (most of it building the answer).
 
 The peer of a connection
 ------------------------
 * :func:`tcp_peer` -- for a TCP connection whose other end is on this machine (loopback, or
   any local address in this network namespace), the other end's socket: its inode, its owner,
   and its queues -- ``unread`` is what we sent that the peer program has not read yet.  Asked
-  through the kernel's socket-diagnostics netlink (one exact lookup, about 15 us); where that
-  is unavailable, by scanning ``/proc/net/tcp`` and ``/proc/net/tcp6`` (cost grows with the
-  number of sockets on the machine, TIME_WAIT ones included: about 0.1 ms per 100).  ``None``
-  when the peer is on another machine.
+  through the kernel's socket-diagnostics netlink (one exact lookup, about 45 us); where that
+  is unavailable, by reading ``/proc/net/tcp`` or ``/proc/net/tcp6``, for which the kernel
+  walks its whole connection hash table however few sockets there are: 4 to 14 ms per read
+  here.  ``None`` when the peer is on another machine.
 * :func:`unix_peer_inode` -- the other end of a connected Unix socket, from the same netlink
-  family (``UNIX_DIAG_PEER``; ``/proc/net/unix`` does not show peers).  About 10 us.
+  family (``UNIX_DIAG_PEER``; ``/proc/net/unix`` lists each socket, not its peer).  About
+  45 us.
 * :func:`unix_peer_pid` -- ``SO_PEERCRED``: the pid of the process that *connected* (or, for
   a ``socketpair``, created) the other end -- about 1 us, but only as true as that moment:
   after a ``fork`` the end may live in another process.  Use :func:`peer_pids` for the truth.
 * :func:`pids_holding` -- the processes that have a socket inode open, found by reading every
-  ``/proc/<pid>/fd`` link we are allowed to read: expensive (about 2 ms with ~100 processes,
-  growing with processes and their descriptors), so compute it once per connection and keep
-  it; processes of other users are not visible to an unprivileged caller.
+  ``/proc/<pid>/fd`` link we are allowed to read: expensive (9 to 20 ms with 80 to 90
+  processes, growing with processes and their descriptors), so compute it once per connection
+  and keep it; processes of other users are not visible to an unprivileged caller.
 * :func:`peer_pids` -- the two above combined; :func:`both_ends_ours` -- whether the other end
-  is one of this process's own descriptors (a scan of ``/proc/self/fd`` only: about 20 us).
+  is one of this process's own descriptors (the peer lookup, then a scan of
+  ``/proc/self/fd`` only: about 0.4 ms with 20 descriptors).
 
 Processes
 ---------
@@ -104,7 +118,7 @@ Processes
   nobody has reaped it, ``X`` when gone).  A process's *other* threads may be busy while its
   main thread sleeps: :class:`ProcessWatch` reads them all.
 * :func:`process_cpu_ns` -- the whole process's CPU time in nanoseconds, from its process CPU
-  clock (the kernel lets anyone read it; about 1 us).  ``/proc/<pid>/stat``'s utime and stime
+  clock (the kernel lets anyone read it; about 0.6 us).  ``/proc/<pid>/stat``'s utime and stime
   count in clock ticks (10 ms), too coarse to see a short answer; ``/proc/<pid>/schedstat`` has
   nanoseconds but per thread; the process clock sums all threads, exited ones included.
 * :func:`process_exit` -- how a process ended, once it has: for a child of ours, ``waitid``
@@ -112,7 +126,8 @@ Processes
   status procfs shows while it is a zombie.  A killed process turns into a zombie a moment
   after the signal (the kernel tears it down asynchronously): poll, bounded.
 * :class:`ProcessWatch` -- "is any of these processes working?": any thread ``R`` or ``D``,
-  or the process CPU clock moved since the last look.  About 10 us plus 3 us per thread.
+  or the process CPU clock moved since the last look.  About 50 us for a one-thread process,
+  plus about 20 us per further thread.
 
 Pipes and terminals
 -------------------
@@ -307,7 +322,7 @@ def threads_of(pid: int | None = None) -> tuple[int, ...] | None:
     """The native ids of the threads of a process (this one by default), from procfs.
 
     Includes threads that C libraries started, which ``threading`` does not know.  ``None``
-    without procfs or when the process is gone.  About 10 us.
+    without procfs or when the process is gone.  About 40 us.
     """
     where = "self" if pid is None else str(_check_id("pid", pid))
     if not _proc():
@@ -721,6 +736,27 @@ def _field(data: bytes, spec: tuple[int, str]) -> int | None:
     return int(struct.unpack_from(form, data, offset)[0])
 
 
+def _getsockopt(sock: object, fd: int, level: int, option: int, size: int) -> bytes | None:
+    """A socket option's bytes, or None when the file is not a socket or has no such option."""
+    if isinstance(sock, socket.socket):
+        probe, borrowed = sock, False
+    else:
+        # Family, type and protocol given, so the constructor asks the kernel less; the
+        # option does not depend on them.
+        try:
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0, fileno=fd)
+        except OSError:  # not a socket
+            return None
+        borrowed = True
+    try:
+        return probe.getsockopt(level, option, size)
+    except OSError:
+        return None
+    finally:
+        if borrowed:
+            probe.detach()
+
+
 def tcp_info(sock: FileLike) -> TcpInfo | None:
     """The ``TCP_INFO`` of a TCP socket (see :class:`TcpInfo`); ``None`` for any other file.
 
@@ -729,17 +765,8 @@ def tcp_info(sock: FileLike) -> TcpInfo | None:
     fd = _fd(sock)
     if _TCP_INFO is None:
         return None
-    try:
-        probe = socket.socket(fileno=fd)
-    except OSError:
-        return None
-    try:
-        data = probe.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_ASK)
-    except OSError:  # not TCP
-        return None
-    finally:
-        probe.detach()
-    if len(data) < 60:
+    data = _getsockopt(sock, fd, socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_ASK)
+    if data is None or len(data) < 60:
         return None
     return TcpInfo(
         state=data[0],
@@ -959,15 +986,10 @@ def unix_peer_pid(sock: FileLike) -> int | None:
     fd = _fd(sock)
     if _SO_PEERCRED is None:
         return None
-    probe = socket.socket(fileno=fd)
-    try:
-        if probe.family != socket.AF_UNIX:
-            return None
-        pid = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, _SO_PEERCRED, 12))[0]
-    except OSError:
+    data = _getsockopt(sock, fd, socket.SOL_SOCKET, _SO_PEERCRED, 12)
+    if data is None:
         return None
-    finally:
-        probe.detach()
+    pid = int(struct.unpack("3i", data)[0])  # 0 for a socket that is not a Unix one
     return pid if pid > 0 else None
 
 
@@ -1015,7 +1037,7 @@ def _holds(pid: str, target: str) -> bool:
 def pids_holding(inode: int) -> frozenset[int] | None:
     """The processes that have the socket with this inode open (every one we may look into).
 
-    Expensive -- it reads every descriptor link of every process (about 2 ms with ~100
+    Expensive -- it reads every descriptor link of every process (9 to 20 ms with ~90
     processes): compute it once per connection and keep the answer.  Processes of other
     users are not visible unless we are privileged.  ``None`` without procfs.
     """
