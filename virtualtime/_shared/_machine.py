@@ -157,7 +157,6 @@ import socket
 import stat
 import struct
 import sys
-import threading
 import time
 import weakref
 from collections.abc import Iterable
@@ -549,7 +548,8 @@ class ProcessWatch:
     sleep (``D``), or its CPU clock moved since this watch last looked at it (or during the
     look).  A zombie or a reaped process is not working (ask :func:`process_exit` how it
     ended).  Keeps an open procfs file per thread it has seen; :meth:`close` them when done.
-    Not thread-safe: one asker.
+    Never include the asking process: its asking thread is always running.  Not thread-safe:
+    one asker.
     """
 
     __slots__ = ("__weakref__", "_files", "_last")
@@ -822,31 +822,25 @@ _NOCOOKIE: Final = 0xFFFFFFFF
 _UDIAG_SHOW_PEER: Final = 4
 _UNIX_DIAG_PEER: Final = 2
 _NETLINK_HEADER: Final = struct.Struct("=IHHII")
-_netlink: list[socket.socket | None] = []  # one sock_diag socket, opened at first use
-_netlink_lock: Final = threading.Lock()
 
 
 def _diag(request: bytes) -> bytes | None:
-    """One exact sock_diag request; the reply's payload, or None (not found, not available)."""
+    """One exact sock_diag request; the reply's payload, or None (not found, not available).
+
+    A socket per request: no state to share between threads or across a fork, nothing left
+    open; the kernel answers during the send, so the receive never waits.
+    """
     if _AF_NETLINK is None:
         return None
-    with _netlink_lock:
-        if not _netlink or (_netlink[0] is not None and _netlink[0].fileno() < 0):
-            try:
-                _netlink[:] = [socket.socket(_AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)]
-            except OSError:
-                _netlink[:] = [None]
-        channel = _netlink[0]
-        if channel is None:
-            return None
-        header = _NETLINK_HEADER.pack(
-            _NETLINK_HEADER.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0
-        )
-        try:
+    header = _NETLINK_HEADER.pack(
+        _NETLINK_HEADER.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0
+    )
+    try:
+        with socket.socket(_AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as channel:
             channel.send(header + request)
-            reply = channel.recv(8192)
-        except OSError:
-            return None
+            reply = channel.recv(8192, socket.MSG_DONTWAIT)
+    except OSError:  # no netlink here, not permitted, or no answer
+        return None
     if len(reply) < _NETLINK_HEADER.size:
         return None
     length, kind = _NETLINK_HEADER.unpack_from(reply)[:2]
