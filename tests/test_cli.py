@@ -241,8 +241,15 @@ def test_command_line_options_reach_loops_and_clocks_the_script_makes(
     assert out.splitlines() == ["run 1010.0", "new_event_loop 1010.0", "trio 1010.0"]
     assert "3 runs" in err
     trace = json.loads(trace_file.read_text(encoding="utf-8"))
-    spans = [(e["pid"], e["ts"], e["dur"]) for e in trace["traceEvents"] if e["ph"] == "X"]
-    assert spans == [(1, 1000e6, 10e6), (2, 1000e6, 10e6)]  # history was on for both loops
+    spans = [
+        (e["pid"], e["cat"], e["ts"], e["dur"]) for e in trace["traceEvents"] if e["ph"] == "X"
+    ]
+    assert spans == [
+        (1, "sleep", 1000e6, 10e6),  # history was on for both loops
+        (2, "sleep", 1000e6, 10e6),
+        (3, "alive", 1000e6, 10e6),  # the trio run's main task
+    ]
+    assert [run["start"] for run in trace["otherData"]["runs"]] == [1000.0] * 3
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

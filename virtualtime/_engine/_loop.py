@@ -65,6 +65,7 @@ import os
 import sys
 import threading
 import time as _time_module
+import weakref
 from asyncio import base_events as _base_events
 from asyncio import events as _asyncio_events
 from asyncio import format_helpers as _format_helpers
@@ -119,6 +120,7 @@ from ._timers import NEVER, WAITER, SleepTimer, TimerQueue
 __all__ = [
     "HistoryRecord",
     "RecordKind",
+    "TaskRecord",
     "VirtualEventLoop",
     "running_virtual_loop",
     "set_result_unless_cancelled",
@@ -212,6 +214,22 @@ class HistoryRecord(NamedTuple):
     def task_name(self) -> str | None:
         """The woken task's name (``kind`` is ``TASK``), or None for a plain callback."""
         return self.what[len("task ") :] if self.kind is RecordKind.TASK else None
+
+
+class TaskRecord(NamedTuple):
+    """One task made by a loop that keeps history (:attr:`VirtualEventLoop.task_history`).
+
+    ``created`` is the virtual instant the task was made, ``ended`` the instant it finished
+    (returned, raised or was cancelled), or None if it had not finished when the list was
+    read; ``name`` is its name and ``task_id`` the same identifier :attr:`HistoryRecord.task_id`
+    gives its sleeps.  Traces draw a task's life from these, so that a task that never sleeps
+    on a timer (it waits on queues, events, other tasks) still gets a row.
+    """
+
+    created: float
+    ended: float | None
+    name: str
+    task_id: int
 
 
 class _Timer(asyncio.TimerHandle):
@@ -519,6 +537,12 @@ def _history_record(raw: tuple[int, int, int, object, int]) -> HistoryRecord:
     return HistoryRecord(to_seconds(ticks), priority, seq, name, to_seconds(scheduled))
 
 
+def _task_name(task: asyncio.Future[Any]) -> str:
+    """A task's name; a task factory may also make futures that are not tasks (no name)."""
+    get_name = getattr(task, "get_name", None)
+    return str(get_name()) if callable(get_name) else type(task).__name__
+
+
 def _is_process_pool(executor: concurrent.futures.Executor) -> bool:
     # Reading concurrent.futures.ProcessPoolExecutor imports multiprocessing (a lazy module
     # attribute), which does file-system work on the loop thread; if the module that defines
@@ -601,8 +625,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         Driving verbs still move time at once.  Settable at run time; the pacing re-anchors
         at the current instant, so the clock never jumps at the change.
     ``history`` (None)
-        Keep the latest ``n`` dispatched timers as :class:`HistoryRecord` in :attr:`history`
-        (for traces, plots and determinism checks).  None costs nothing.
+        Keep the latest ``n`` dispatched timers as :class:`HistoryRecord` in :attr:`history`,
+        and the latest ``n`` tasks made by :meth:`create_task` as :class:`TaskRecord` in
+        :attr:`task_history` (for traces, plots and determinism checks).  None costs nothing.
     ``deadlock_timeout`` (0.25)
         Real seconds to wait, when nothing at all can happen, for another thread to wake the
         loop before raising :class:`~virtualtime.DeadlockError`.  ``math.inf`` never declares
@@ -706,6 +731,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._vt_history: collections.deque[tuple[int, int, int, object, int]] | None = (
             collections.deque(maxlen=history) if history else None
         )
+        # With history, the lives of the tasks create_task makes: a task still running ->
+        # (creation number, created tick), weakly (a task nobody holds is freed as usual); a
+        # finished one -> (number, created tick, ended tick, id, name), the latest n kept.
+        self._vt_running: weakref.WeakKeyDictionary[asyncio.Future[Any], tuple[int, int]] | None
+        self._vt_lives: collections.deque[tuple[int, int, int, int, str]] | None
+        if history:
+            self._vt_running = weakref.WeakKeyDictionary()
+            self._vt_lives = collections.deque(maxlen=history)
+        else:
+            self._vt_running = self._vt_lives = None
+        self._vt_lives_made = itertools.count().__next__
         self._vt_paced = rate > 0
         self._vt_anchor = RateAnchor(self._vt_now, rate)
         self._vt_selector = CountingSelector()
@@ -791,6 +827,44 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         if self._vt_history is None:
             return ()
         return tuple(map(_history_record, self._vt_history))
+
+    @property
+    def task_history(self) -> Sequence[TaskRecord]:
+        """The latest tasks :meth:`create_task` made, oldest first (empty when history is off).
+
+        Finished tasks and tasks still running (``ended`` is None), as a read-only snapshot;
+        with ``history=n`` the latest ``n`` finished ones are kept.  Tasks made directly with
+        ``asyncio.Task(coro, loop=loop)`` are not listed.
+        """
+        if self._vt_lives is None or self._vt_running is None:
+            return ()
+        now = self._vt_ticks
+        lives = list(self._vt_lives)
+        # Running, or done at this instant with its done callback still to come.
+        lives += [
+            (number, created, now if task.done() else -1, id(task), _task_name(task))
+            for task, (number, created) in list(self._vt_running.items())
+        ]
+        lives.sort()
+        return tuple(
+            TaskRecord(to_seconds(created), None if ended < 0 else to_seconds(ended), name, task_id)
+            for _number, created, ended, task_id, name in lives
+        )
+
+    def _vt_task_made(self, task: asyncio.Future[Any]) -> None:
+        """History is on: note when ``task`` was made, and have it say when it ends."""
+        running = self._vt_running
+        if running is not None:
+            running[task] = (self._vt_lives_made(), self._vt_ticks)
+            task.add_done_callback(self._vt_task_ended)
+
+    def _vt_task_ended(self, task: asyncio.Future[Any]) -> None:
+        running, lives = self._vt_running, self._vt_lives
+        if running is None or lives is None:
+            return
+        made = running.pop(task, None)
+        if made is not None:
+            lives.append((*made, self._vt_ticks, id(task), _task_name(task)))
 
     @property
     def timers_fired(self) -> int:
@@ -1288,12 +1362,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
             if self.get_task_factory() is not None:
-                return super().create_task(coro, **kwargs)
+                made = super().create_task(coro, **kwargs)
+                if self._vt_running is not None:
+                    self._vt_task_made(made)
+                return made
             task = _new_task(Task)
             task._vt_order = self._vt_task_number()
             _init_task(task, coro, loop=self, **kwargs)
             if task._source_traceback:
                 del task._source_traceback[-1]
+            if self._vt_running is not None:
+                self._vt_task_made(task)
             try:
                 return task
             finally:
@@ -1312,12 +1391,17 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
             if self.get_task_factory() is not None:
-                return super().create_task(coro, name=name, context=context, **kwargs)
+                made = super().create_task(coro, name=name, context=context, **kwargs)
+                if self._vt_running is not None:
+                    self._vt_task_made(made)
+                return made
             task = _new_task(Task)
             task._vt_order = self._vt_task_number()
             _init_task(task, coro, loop=self, name=name, context=context, **kwargs)
             if task._source_traceback:
                 del task._source_traceback[-1]
+            if self._vt_running is not None:
+                self._vt_task_made(task)
             try:
                 return task
             finally:
@@ -1335,13 +1419,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
             if self.get_task_factory() is not None:
-                return super().create_task(coro, name=name, context=context)
+                made = super().create_task(coro, name=name, context=context)
+                if self._vt_running is not None:
+                    self._vt_task_made(made)
+                return made
             task: Task[_T] = _new_task(Task)
             task._vt_order = self._vt_task_number()
             # (``name`` is any object, as for the stock method: the task str()s it.)
             _init_task(task, coro, loop=self, name=name, context=context)  # type: ignore[arg-type]
             if task._source_traceback:  # type: ignore[attr-defined]
                 del task._source_traceback[-1]  # type: ignore[attr-defined]
+            if self._vt_running is not None:
+                self._vt_task_made(task)
             return task
 
     # ------------------------------------------------------ external activity

@@ -260,11 +260,15 @@ class Session:
             self.total_elapsed += max(now - clock.start, 0.0)
             if self.recorder is not None:
                 history: Sequence[Any] = ()
+                tasks: Sequence[Any] = ()
                 dropped = 0
                 if isinstance(key, VirtualEventLoop):
                     history = key.history
+                    tasks = key.task_history
                     dropped = max(key.timers_fired - len(history), 0)
-                self.recorder.add_run(key, clock.label, history, dropped)
+                self.recorder.add_run(
+                    key, clock.label, history, dropped, start=clock.start, tasks=tasks
+                )
                 self.recorder.forget(key)
         if timers is not None:
             self.total_timers = (self.total_timers or 0) + timers
@@ -343,7 +347,7 @@ class Session:
             if clock is None:
                 clock = VirtualClock()  # configure() adds the command line's options
             session.adopt_clock(clock)
-            main = session._trio_until(async_fn)
+            main = session._trio_traced(clock, session._trio_until(async_fn))
             session._trio_depth += 1
             try:
                 if guard:
@@ -372,9 +376,32 @@ class Session:
                 raise UntilReached(stop)
             return None  # pragma: no cover - the scope only cancels at the deadline
 
-        main.__qualname__ = getattr(async_fn, "__qualname__", main.__qualname__)
-        main.__name__ = getattr(async_fn, "__name__", main.__name__)
-        return main
+        return _named_like(main, async_fn)
+
+    def _trio_traced(self, clock: Any, async_fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``async_fn``, telling the trace when each task of the run began and ended.
+
+        Only with ``--trace``: trio keeps no timer history, so each task's life is one
+        ``alive`` span on its row (asleep and waiting are not told apart), from a trio
+        instrument added as the main task starts (trio's own system tasks, spawned
+        before, are left out).  The main task's row is named after the script's function,
+        as trio names a task, whatever wrapper runs it (``virtualtime.trio.run``'s guard).
+        """
+        recorder = self.recorder
+        if recorder is None:
+            return async_fn
+        import trio
+
+        function = async_fn.func if isinstance(async_fn, functools.partial) else async_fn
+        name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"
+
+        async def main(*args: Any) -> Any:
+            lives = _TrioLives(clock, recorder)
+            lives.task_spawned(trio.lowlevel.current_task(), name)
+            trio.lowlevel.add_instrument(lives)  # type: ignore[arg-type]  # duck-typed
+            return await async_fn(*args)
+
+        return _named_like(main, async_fn)
 
     # ---- notes and results
 
@@ -514,6 +541,38 @@ class Session:
         if original is None:  # pragma: no cover - a trio without trio.run
             return
         self._replace(module, "run", self.trio_run(original))
+
+
+def _named_like(wrapper: Callable[..., Any], wrapped: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper`` named as ``wrapped``: trio names the main task after the function it gets
+    (module and qualified name), and the task should keep the script's name."""
+    for attribute in ("__module__", "__qualname__", "__name__"):
+        value = getattr(wrapped, attribute, None)
+        if isinstance(value, str):
+            setattr(wrapper, attribute, value)
+    return wrapper
+
+
+class _TrioLives:
+    """A trio instrument (``trio.abc.Instrument``'s two task hooks): each task's life, as an
+    ``alive`` span on the task's row.  trio calls only the hooks an instrument defines."""
+
+    def __init__(self, clock: Any, recorder: Any) -> None:
+        self.clock = clock
+        self.recorder = recorder
+        self.born: dict[Any, tuple[float, str | None]] = {}
+
+    def task_spawned(self, task: Any, name: str | None = None) -> None:
+        self.born[task] = (self.clock.current_time(), name)
+
+    def task_exited(self, task: Any) -> None:
+        from ..trace import Span
+
+        born = self.born.pop(task, None)
+        ended = self.clock.current_time()
+        if born is not None and ended > born[0]:
+            span = Span(born[1] or task.name, "alive", born[0], ended, "alive")
+            self.recorder.add_span(span, key=self.clock)
 
 
 class _OnImport(importlib.abc.MetaPathFinder):

@@ -23,6 +23,14 @@ the tick drawn where a sleep ends.  A timer whose callback is not a task wake-up
 ``timers`` row.  Sleeps that were cancelled before they fired never reach the history, so a task
 whose sleep was cut short by a timeout shows that stretch as waiting.
 
+A loop that keeps history also keeps the tasks it made (``loop.task_history``: each
+:class:`TaskRecord` says when a task was created and when it ended).  Given those, each task's
+row spans its whole life: ``waiting`` from its creation to its first sleep and from its last
+sleep to its end, so a task that never sleeps on a timer -- a dispatcher that only waits on a
+queue -- is one ``waiting`` span, as long as it lived (a task that ended at the instant it began
+has nothing to draw).  Each task keeps one lane of its row for its whole life.  trio keeps no
+timer history: ``virtualtime run --trace`` draws each trio task's life as one ``alive`` span.
+
 Other layers add their own spans through :func:`record_span`, and describe their span
 categories (colour, legend, how they are drawn) with :func:`register_category`: the
 simulation toolkit reports each vehicle journey there, with its outcome, and registers the
@@ -69,9 +77,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
-from .._engine._loop import RecordKind
+from .._engine._loop import RecordKind, TaskRecord
 from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._shared._time import check_finite
 from .._version import __version__
@@ -86,6 +94,7 @@ __all__ = [
     "NoSuchRows",
     "RecordKind",
     "Span",
+    "TaskRecord",
     "TraceRecorder",
     "categories",
     "chrome_trace",
@@ -164,7 +173,7 @@ class TraceRecorder:
     """
 
     def __init__(self) -> None:
-        self._runs: list[tuple[object, str, Sequence[HistoryRecord], int, float | None]] = []
+        self._runs: list[_Run] = []
         self._keys: dict[int, int] = {}
         self._spans: dict[int, list[Span]] = {}
         self._tokens: list[Token[TraceRecorder | None]] = []
@@ -184,18 +193,22 @@ class TraceRecorder:
         dropped: int = 0,
         *,
         start: float | None = None,
+        tasks: Iterable[TaskRecord] = (),
     ) -> None:
         """Register one run: ``key`` is its loop or clock, ``history`` what it dispatched.
 
         ``dropped`` is how many timers fired that the (bounded) history no longer holds; it
         is noted in the trace.  ``start`` is the virtual time the run began at (the loop's
-        ``start_time``), where the timeline's axis starts.  Registering a key again replaces
-        its label, history and start.
+        ``start_time``), where the timeline's axis starts.  ``tasks`` are the tasks the run
+        made (the loop's :attr:`~virtualtime.VirtualEventLoop.task_history`): each gets a row
+        for its whole life, even one that never sleeps on a timer.  Registering a key again
+        replaces its label, history, start and tasks.
         """
         if start is not None:
             start = check_finite("start", start)
+        lives = _check_tasks(tasks)
         index = self._index(key)
-        self._runs[index] = (key, label, tuple(history), dropped, start)
+        self._runs[index] = _Run(key, label, tuple(history), dropped, start, lives)
 
     def forget(self, key: object) -> None:
         """Stop filing spans under ``key``'s run, and let go of ``key``; its run stays.
@@ -205,8 +218,7 @@ class TraceRecorder:
         """
         index = self._keys.pop(id(key), None)
         if index is not None:
-            _key, label, history, dropped, start = self._runs[index]
-            self._runs[index] = (None, label, history, dropped, start)
+            self._runs[index] = self._runs[index]._replace(key=None)
 
     def add_span(self, span: Span, key: object | None = None) -> None:
         """File ``span`` under the run of ``key`` (default: the run that is executing now)."""
@@ -218,30 +230,68 @@ class TraceRecorder:
         index = self._keys.get(id(key))
         if index is None:
             index = self._keys[id(key)] = len(self._runs)
-            self._runs.append((key, f"run {index + 1}", (), 0, None))
+            self._runs.append(_Run(key, f"run {index + 1}", (), 0, None, ()))
         return index
 
     def trace(self, **metadata: object) -> dict[str, Any]:
         """The Chrome trace of every registered run, one trace process per run."""
         events: list[dict[str, Any]] = []
         runs = []
-        for index, (_key, label, history, dropped, start) in enumerate(self._runs):
+        for index, run_ in enumerate(self._runs):
             pid = index + 1
-            events.extend(_run_events(history, self._spans.get(index, ()), pid=pid, label=label))
+            spans = self._spans.get(index, ())
+            events.extend(
+                _run_events(run_.history, spans, pid=pid, label=run_.label, tasks=run_.tasks)
+            )
             run: dict[str, object] = {
                 "pid": pid,
-                "label": label,
-                "timers": len(history),
-                "dropped": dropped,
+                "label": run_.label,
+                "timers": len(run_.history),
+                "dropped": run_.dropped,
             }
-            if start is not None:
-                run["start"] = start
+            if run_.tasks:
+                run["tasks"] = len(run_.tasks)
+            if run_.start is not None:
+                run["start"] = run_.start
             runs.append(run)
         return _document(events, runs=runs, **metadata)
 
     def write(self, path: str | os.PathLike[str], **metadata: object) -> int:
         """Write :meth:`trace` to ``path``; return the number of events written."""
         return write_trace(self.trace(**metadata), path)
+
+
+class _Run(NamedTuple):
+    """One run a :class:`TraceRecorder` holds (``key`` None once forgotten)."""
+
+    key: object
+    label: str
+    history: Sequence[HistoryRecord]
+    dropped: int
+    start: float | None
+    tasks: tuple[TaskRecord, ...]
+
+
+def _check_tasks(tasks: Iterable[TaskRecord]) -> tuple[TaskRecord, ...]:
+    """``tasks`` as a tuple, each checked: a :class:`TaskRecord` with sensible times."""
+    if isinstance(tasks, TaskRecord) or not isinstance(tasks, Iterable):
+        raise InvalidTypeError(
+            f"tasks must be an iterable of TaskRecord (a loop's task_history), got {_shown(tasks)}"
+        )
+    checked = []
+    for task in tasks:
+        if not isinstance(task, TaskRecord):
+            raise InvalidTypeError(f"tasks: each must be a TaskRecord, got {_shown(task)}")
+        if not isinstance(task.name, str):
+            raise InvalidTypeError(f"tasks: a task's name must be a str, got {_shown(task.name)}")
+        created = check_finite("tasks: created", task.created)
+        if task.ended is not None and check_finite("tasks: ended", task.ended) < created:
+            raise InvalidValueError(
+                f"tasks: ended ({task.ended!r}) must not be before created ({created!r}), "
+                f"for task {_shown(task.name)}"
+            )
+        checked.append(task)
+    return tuple(checked)
 
 
 _active: Final[ContextVar[TraceRecorder | None]] = ContextVar(
@@ -308,6 +358,7 @@ def chrome_trace(
     *,
     label: str = "virtual loop",
     start: float | None = None,
+    tasks: Iterable[TaskRecord] = (),
 ) -> dict[str, Any]:
     """The Chrome trace (a JSON-ready dict) of one loop's ``history`` plus extra ``spans``.
 
@@ -315,16 +366,26 @@ def chrome_trace(
 
         loop = virtualtime.new_event_loop(history=100_000)
         loop.run_until_complete(main())
-        write_trace(chrome_trace(loop.history, start=loop.start_time), "out.json")
+        trace = chrome_trace(loop.history, tasks=loop.task_history, start=loop.start_time)
+        write_trace(trace, "out.json")
 
     ``start`` is the virtual time the run began at; the timeline's axis starts there (without
-    it, at 0, or at the first event when that is far from 0).
+    it, at 0, or at the first event when that is far from 0).  ``tasks`` are the tasks the
+    loop made (its ``task_history``): with them, every task that lived for some virtual time
+    gets a row, waiting from its creation to its first sleep and after its last, and a task
+    that never slept on a timer is one ``waiting`` span; without them, only tasks that slept
+    have rows.
     """
-    records = tuple(history)
-    events = _run_events(records, tuple(spans), pid=1, label=label)
-    run: dict[str, object] = {"pid": 1, "label": label, "timers": len(records)}
     if start is not None:
-        run["start"] = check_finite("start", start)
+        start = check_finite("start", start)
+    lives = _check_tasks(tasks)
+    records = tuple(history)
+    events = _run_events(records, tuple(spans), pid=1, label=label, tasks=lives)
+    run: dict[str, object] = {"pid": 1, "label": label, "timers": len(records)}
+    if lives:
+        run["tasks"] = len(lives)
+    if start is not None:
+        run["start"] = start
     return _document(events, runs=[run])
 
 
@@ -405,42 +466,118 @@ class _Lanes:
         return best[0], previous
 
 
+@dataclass
+class _Life:
+    """A task's life on its row: from its creation to its end, with the sleeps between."""
+
+    name: str
+    owner: int
+    created: float
+    ended: float
+    sleeps: list[HistoryRecord] = field(default_factory=list)
+
+    @property
+    def start(self) -> float:
+        return min([self.created, *(r.scheduled for r in self.sleeps[:1])])
+
+    @property
+    def end(self) -> float:
+        return max([self.ended, *(r.time for r in self.sleeps[-1:])])
+
+
+def _lives(
+    history: Sequence[HistoryRecord], tasks: Sequence[TaskRecord], end: float
+) -> tuple[list[_Life], list[HistoryRecord]]:
+    """Each task's life with its sleeps; and the task records that belong to no known life.
+
+    A sleep belongs to the life of its task (same ``task_id``) that began last before it; a
+    task still running when its loop was read lives until ``end``.  A sleep that overlaps the
+    previous one of the same life (a timer the task set for someone else) is left to lanes.
+    """
+    lives = [
+        _Life(t.name, t.task_id, t.created, t.ended if t.ended is not None else max(end, t.created))
+        for t in sorted(tasks, key=lambda t: t.created)
+    ]
+    by_id: dict[int, list[_Life]] = {}
+    for life in lives:
+        by_id.setdefault(life.owner, []).append(life)
+    loose: list[HistoryRecord] = []
+    for record in history:
+        if record.kind is not RecordKind.TASK:
+            continue
+        candidates = by_id.get(record.task_id, []) if record.task_id is not None else []
+        owner = next((c for c in reversed(candidates) if c.created <= record.scheduled), None)
+        if owner is None or (owner.sleeps and record.scheduled < owner.sleeps[-1].time):
+            loose.append(record)
+        else:
+            owner.sleeps.append(record)
+    return lives, loose
+
+
 def _run_events(
-    history: Sequence[HistoryRecord], spans: Iterable[Span], *, pid: int, label: str
+    history: Sequence[HistoryRecord],
+    spans: Iterable[Span],
+    *,
+    pid: int,
+    label: str,
+    tasks: Sequence[TaskRecord] = (),
 ) -> list[dict[str, Any]]:
     lanes = _Lanes(pid)
     body: list[dict[str, Any]] = []
+    ordered = sorted(spans, key=_span_order)
+    end = _run_end(history, ordered, tasks)
+    lives, loose = _lives(history, tasks, end)
+    # Tasks take their lanes in order of their first moment: a whole life at a time (one task,
+    # one lane), or one sleep at a time for sleeps of tasks whose life is not known.
+    units: list[tuple[float, float, int, _Life | HistoryRecord]] = [
+        (life.start, life.end, n, life) for n, life in enumerate(lives)
+    ]
+    units += [(r.scheduled, r.time, len(units) + n, r) for n, r in enumerate(loose)]
+    units.sort(key=lambda unit: unit[:3])
+    for _start, _end, _n, unit in units:
+        if isinstance(unit, _Life):
+            if not unit.sleeps and unit.end <= unit.start:
+                continue  # ended where it began: no virtual time to draw
+            tid, _previous = lanes.place(unit.name, unit.start, unit.end, unit.owner)
+            at = unit.created
+            for record in unit.sleeps:
+                if at < record.scheduled:
+                    body.append(_span(pid, tid, "waiting", "waiting", at, record.scheduled, {}))
+                body.append(_sleep(pid, tid, record))
+                at = max(at, record.time)
+            if at < unit.ended:
+                body.append(_span(pid, tid, "waiting", "waiting", at, unit.ended, {}))
+            continue
+        record = unit
+        # Tasks may share a name (anyio names them after their function); when the loop
+        # tells tasks apart, a gap between two different tasks is not drawn as waiting.
+        tid, previous = lanes.place(
+            record.task_name or "", record.scheduled, record.time, record.task_id
+        )
+        if previous is not None and previous < record.scheduled:
+            body.append(_span(pid, tid, "waiting", "waiting", previous, record.scheduled, {}))
+        body.append(_sleep(pid, tid, record))
     for record in history:
         if record.kind is RecordKind.TASK:
-            start, end = record.scheduled, record.time
-            # Tasks may share a name (anyio names them after their function); when the loop
-            # tells tasks apart, a gap between two different tasks is not drawn as waiting.
-            owner = record.task_id
-            tid, previous = lanes.place(record.task_name or "", start, end, owner)
-            if previous is not None and previous < start:
-                body.append(_span(pid, tid, "waiting", "waiting", previous, start, {}))
-            args = {"slept": end - start, "priority": record.priority, "seq": record.seq}
-            body.append(_span(pid, tid, "sleep", "sleep", start, end, args))
-        else:
-            body.append(
-                {
-                    "ph": "i",
-                    "s": "t",
-                    "name": record.what,
-                    "cat": "timer",
-                    "pid": pid,
-                    "tid": 0,
-                    "ts": _ts(record.time),
-                    "args": {
-                        "scheduled": record.scheduled,
-                        "delay": record.time - record.scheduled,
-                        "priority": record.priority,
-                        "seq": record.seq,
-                    },
-                }
-            )
-    ordered = sorted(spans, key=lambda s: (s.start, s.end))
-    ordered = sorted(ordered + _standing(ordered, _run_end(history, ordered)), key=_span_order)
+            continue
+        body.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": record.what,
+                "cat": "timer",
+                "pid": pid,
+                "tid": 0,
+                "ts": _ts(record.time),
+                "args": {
+                    "scheduled": record.scheduled,
+                    "delay": record.time - record.scheduled,
+                    "priority": record.priority,
+                    "seq": record.seq,
+                },
+            }
+        )
+    ordered = sorted(ordered + _standing(ordered, end), key=_span_order)
     for span in ordered:
         tid, _previous = lanes.place(span.row, span.start, span.end)
         extra: dict[str, Any] = dict(span.args)
@@ -471,9 +608,19 @@ def _span_order(span: Span) -> tuple[float, float]:
     return span.start, span.end
 
 
-def _run_end(history: Sequence[HistoryRecord], spans: Sequence[Span]) -> float:
+def _sleep(pid: int, tid: int, record: HistoryRecord) -> dict[str, Any]:
+    """The ``sleep`` span of a task asleep on a timer, from ``record`` of the history."""
+    start, end = record.scheduled, record.time
+    args = {"slept": end - start, "priority": record.priority, "seq": record.seq}
+    return _span(pid, tid, "sleep", "sleep", start, end, args)
+
+
+def _run_end(
+    history: Sequence[HistoryRecord], spans: Sequence[Span], tasks: Sequence[TaskRecord] = ()
+) -> float:
     """The last instant anything in this run is known to have happened."""
     ends = [record.time for record in history] + [span.end for span in spans]
+    ends += [task.created if task.ended is None else task.ended for task in tasks]
     return max(ends, default=0.0)
 
 
@@ -674,6 +821,7 @@ def categories() -> Mapping[str, Category]:
 for _builtin in (
     Category("sleep", "#c6dbef", "asleep on a timer", layer="band", edges=False),
     Category("waiting", "#f28e2b", "waiting: on a queue, lock, event, task or I/O", layer="band"),
+    Category("alive", "#bab0ac", "alive (trio: asleep and waiting not told apart)", layer="band"),
     Category("span", "#4e79a7", "span"),
     Category("timer", "#3b3b3b", "timer callback"),
 ):
