@@ -47,7 +47,7 @@ def _command_plot(args: _argparse.Namespace) -> int:
     if not _os.path.isfile(args.trace):
         _args.error(f"plot: no trace file {_os.path.abspath(args.trace)!r}")
         return EXIT_USAGE
-    output = args.output or str(_Path(args.trace).with_suffix(".png"))
+    output = args.output or _default_output(args.trace)
     try:
         rows = plot_trace(
             args.trace,
@@ -56,18 +56,35 @@ def _command_plot(args: _argparse.Namespace) -> int:
             title=args.title,
             max_rows=args.max_rows,
             rows=args.rows,
+            internal=args.internal,
         )
     except ImportError as exc:
         _args.error(str(exc))
         return EXIT_ERROR
     except NoSuchRows as exc:  # nothing is written: a bad --rows is a bad command line
-        _args.error(f"plot: --{exc}")
+        _args.error(f"plot: --{NoSuchRows(exc.listing, exc.internal_rows, '--internal')}")
         return EXIT_USAGE
     except _BAD_PLOT_INPUT as exc:
         _args.error(f"plot: {_one_line(exc)}")
         return EXIT_USAGE
     print(f"virtualtime: wrote {output} ({rows} row{'s' if rows != 1 else ''})", file=_sys.stderr)
     return EXIT_OK
+
+
+def _default_output(trace: str) -> str:
+    """The picture of ``trace`` when no ``-o`` is given: never the trace file itself.
+
+    ``run.json`` -> ``run.png``; a trace that is itself named ``*.png`` -> ``*.timeline.png``;
+    and when the first choice is the trace under another name (a link), the second.
+    """
+    from ..trace._plot import _same_file
+
+    path = _Path(trace)
+    if path.suffix.lower() != ".png":
+        first = path.with_suffix(".png")
+        if not _same_file(path, first):
+            return str(first)
+    return str(path.with_suffix(".timeline.png"))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -352,7 +352,8 @@ def _add_plot(commands: Any) -> Parser:
         "-o",
         "--output",
         metavar="FILE",
-        help="image to write; .png, .svg or .pdf (default: TRACE with .png)",
+        help="image to write; .png, .svg or .pdf, never TRACE itself (default: TRACE with "
+        ".png, or with .timeline.png when TRACE ends in .png)",
     )
     plot.add_argument(
         "--size",
@@ -370,6 +371,12 @@ def _add_plot(commands: Any) -> Parser:
         action="append",
         metavar="PATTERN",
         help="draw only rows whose name matches (shell-style, e.g. 'vehicle *'; repeatable)",
+    )
+    plot.add_argument(
+        "--internal",
+        action="store_true",
+        help="also draw virtualtime's own rows (named virtualtime...: a vehicle's stepping "
+        "task, the --until task), hidden by default",
     )
     return plot
 

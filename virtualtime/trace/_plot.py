@@ -71,8 +71,16 @@ def _styles(trace: Mapping[str, Any]) -> dict[str, Category]:
 class NoSuchRows(InvalidValueError):
     """``plot_trace(rows=...)`` matched no row; the message lists the rows there are.
 
-    An :class:`~virtualtime.InvalidValueError` (so also a ``ValueError``).
+    An :class:`~virtualtime.InvalidValueError` (so also a ``ValueError``).  ``listing`` is
+    the message without its hint; ``internal_rows`` counts the rows of virtualtime's own that
+    the patterns did match (drawn only when asked for: ``how`` says how, in the hint).
     """
+
+    def __init__(self, listing: str, internal_rows: int = 0, how: str = "internal=True") -> None:
+        self.listing = listing
+        self.internal_rows = internal_rows
+        hint = f" ({internal_rows} internal rows match: drawn with {how})" if internal_rows else ""
+        super().__init__(listing + hint)
 
 
 _OTHER_COLOURS: Final = ("#76b7b2", "#b07aa1", "#ff9da7", "#9c755f", "#af7aa1")
@@ -436,10 +444,10 @@ def plot_trace(
     if patterns is not None and not every:
         names = sorted({r.name for r in listed})
         shown = ", ".join(_shown(n) for n in names[:30]) + (", ..." if len(names) > 30 else "")
-        also = f" ({hidden_internal} internal rows match: drawn with internal=True)"
         raise NoSuchRows(
             f"rows: no row matches {', '.join(_shown(p) for p in patterns)}; the rows are "
-            f"{shown or '(none: the trace is empty)'}{also if hidden_internal else ''}"
+            f"{shown or '(none: the trace is empty)'}",
+            hidden_internal,
         )
     hidden = max(len(every) - max_rows, 0)
     chosen = every[:max_rows]
