@@ -19,9 +19,16 @@ from typing import Any
 import pytest
 
 import virtualtime
-from virtualtime import InvalidTypeError, InvalidValueError
+from virtualtime import HistoryRecord, InvalidTypeError, InvalidValueError
 from virtualtime.cli import main
-from virtualtime.trace import Span, TaskRecord, TraceRecorder, chrome_trace, plot_trace
+from virtualtime.trace import (
+    RecordKind,
+    Span,
+    TaskRecord,
+    TraceRecorder,
+    chrome_trace,
+    plot_trace,
+)
 from virtualtime.trace import _plot as plot_module
 
 US = 1_000_000
@@ -275,3 +282,25 @@ def test_tasks_of_a_task_factory_are_kept_too() -> None:
     finally:
         loop.close()
     assert (lives["made by the factory"].created, lives["made by the factory"].ended) == (0.0, 7.0)
+
+
+def test_the_wake_up_tick_follows_sleep_in_the_legend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    saved: list[Figure] = []
+    savefig = Figure.savefig
+
+    def keep(figure: Figure, *args: Any, **kwargs: Any) -> None:
+        saved.append(figure)
+        savefig(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    # The first row only waits, so "waiting" is the first category drawn.
+    sleep = HistoryRecord(5.0, 0, 0, "task b", 0.0, 2, RecordKind.TASK)
+    trace = chrome_trace([sleep], tasks=[TaskRecord(0.0, 10.0, "a", 1)])
+    plot_trace(trace, tmp_path / "legend.png", size=(800, 300))
+    labels = [text.get_text() for text in saved[0].legends[0].get_texts()]
+    assert labels[labels.index("asleep on a timer") + 1] == "woke up", labels

@@ -584,8 +584,9 @@ def plot_trace(
         )
         for k, c in used.items()
     ]
-    if "sleep" in used:
-        handles.insert(1, Line2D([], [], color=WAKE_COLOUR, linewidth=1.2, label="woke up"))
+    if "sleep" in used:  # the wake-up tick goes right after the sleep it ends
+        woke = Line2D([], [], color=WAKE_COLOUR, linewidth=1.2, label="woke up")
+        handles.insert(list(used).index("sleep") + 1, woke)
     if instants:
         handles.append(Patch(facecolor=timer.colour, label=timer.legend))
     if len(handles) > _LEGEND_ENTRIES:
