@@ -324,3 +324,23 @@ def test_installing_twice_changes_nothing() -> None:
     method = anyio_asyncio.AsyncIOBackend.__dict__["sleep"]
     assert _anyio_sleep.install()
     assert anyio_asyncio.AsyncIOBackend.__dict__["sleep"] is method
+
+
+def test_a_fresh_copy_of_the_installer_takes_anyios_patched_class_as_it_is() -> None:
+    # A test runner that restores sys.modules (pytester in process) can import this module
+    # afresh while anyio's class keeps the patch an earlier copy made: the new copy must see
+    # the fast path installed, and wrap nothing twice.
+    assert _anyio_sleep.install()
+    sleep = anyio_asyncio.AsyncIOBackend.__dict__["sleep"]
+    init = anyio_asyncio.CancelScope.__dict__["__init__"]
+    saved = dict(_anyio_sleep._state)
+    try:
+        _anyio_sleep._state.update(backend=None, stock=None, scope_init=None)
+        assert _anyio_sleep.install()
+        assert _anyio_sleep.installed() and _anyio_sleep.scopes_ordered()
+        assert anyio_asyncio.AsyncIOBackend.__dict__["sleep"] is sleep
+        assert anyio_asyncio.CancelScope.__dict__["__init__"] is init
+        assert _anyio_sleep._state["stock"] is saved["stock"]
+        assert _anyio_sleep._state["scope_init"] is saved["scope_init"]
+    finally:
+        _anyio_sleep._state.update(saved)

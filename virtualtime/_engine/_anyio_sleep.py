@@ -58,7 +58,7 @@ __all__ = ("ChildScopes", "install", "installed", "scopes_ordered")
 _FAR: Final = 1e18  # as in _loop.call_later: longer delays take the general path there too
 _INT_OR_FLOAT: Final = (int, float)
 
-_state: dict[str, Any] = {"tried": False, "stock": None, "scope_init": None}
+_state: dict[str, Any] = {"backend": None, "stock": None, "scope_init": None}
 _lock: Final = threading.Lock()  # two loops may start at once in two threads
 
 
@@ -83,12 +83,18 @@ def install() -> bool:
     is not imported yet or its ``sleep`` is not the method this module knows.
     """
     with _lock:
-        if _state["tried"]:
-            return _state["stock"] is not None
         module = sys.modules.get(ANYIO_ASYNCIO)
-        if module is None:
-            return False  # try again the next time a loop starts
-        _state["tried"] = True
+        backend = getattr(module, "AsyncIOBackend", None)
+        if not isinstance(backend, type):
+            return False  # not imported (or still importing): try again when a loop starts
+        # Once per class, not once per process: an anyio imported afresh (a test runner that
+        # restores sys.modules, importlib.reload) is a new class to patch.  And a class this
+        # module already patched -- from an earlier copy of this module, re-imported the same
+        # way -- is recognised by the mark its wrappers carry, and taken as it is.
+        if _state["backend"] is backend:
+            return _state["stock"] is not None
+        _state["backend"] = backend
+        _state["stock"] = _state["scope_init"] = None
         _order_scopes(module)
         return _install(module)
 
@@ -97,6 +103,10 @@ def _install(module: Any) -> bool:
     backend = getattr(module, "AsyncIOBackend", None)
     if not isinstance(backend, type):
         return False
+    ours = _already_wrapped(backend.__dict__.get("sleep"))
+    if ours is not None:
+        _state["stock"] = ours
+        return True
     stock = _stock_method(backend)
     if stock is None:
         return False
@@ -114,6 +124,7 @@ def _install(module: Any) -> bool:
     _backend_sleep.__doc__ = stock.__doc__
     _backend_sleep.__qualname__ = f"{backend.__qualname__}.sleep"
     _backend_sleep.__wrapped__ = stock  # type: ignore[attr-defined]
+    _backend_sleep._vt_wrapper = True  # type: ignore[attr-defined]
     # anyio-private: replacing the backend's classmethod is the one seam between anyio.sleep
     # and asyncio.sleep (see the module docstring and test_canaries.py).
     setattr(backend, "sleep", classmethod(_backend_sleep))  # noqa: B010 - a class of anyio's
@@ -121,9 +132,26 @@ def _install(module: Any) -> bool:
     return True
 
 
+def _already_wrapped(attribute: object) -> Any:
+    """The stock function inside one of this module's wrappers, or None if it is not one."""
+    function = getattr(attribute, "__func__", attribute)
+    if getattr(function, "_vt_wrapper", False):
+        return getattr(function, "__wrapped__", None)
+    return None
+
+
 def installed() -> bool:
-    """Whether ``anyio.sleep`` takes the native sleep on virtual loops in this process."""
-    return _state["stock"] is not None
+    """Whether ``anyio.sleep`` takes the native sleep on virtual loops in this process.
+
+    Read from anyio's class itself (the mark its wrapper carries), so every copy of this
+    module answers alike, whichever copy installed it.
+    """
+    return _already_wrapped(vars(_backend_class() or object).get("sleep")) is not None
+
+
+def _backend_class() -> type | None:
+    backend = getattr(sys.modules.get(ANYIO_ASYNCIO), "AsyncIOBackend", None)
+    return backend if isinstance(backend, type) else None
 
 
 class ChildScopes(dict[Any, None]):
@@ -154,6 +182,10 @@ def _order_scopes(module: Any) -> bool:
     ):
         return False
     stock_init = scope_type.__dict__.get("__init__")
+    ours = _already_wrapped(stock_init)
+    if ours is not None:
+        _state["scope_init"] = ours
+        return True
     if not inspect.isfunction(stock_init):
         return False
     parameters = [(p.name, p.default) for p in inspect.signature(stock_init).parameters.values()]
@@ -169,6 +201,7 @@ def _order_scopes(module: Any) -> bool:
     __init__.__doc__ = stock_init.__doc__
     __init__.__qualname__ = stock_init.__qualname__
     __init__.__wrapped__ = stock_init  # type: ignore[attr-defined]
+    __init__._vt_wrapper = True  # type: ignore[attr-defined]
     # anyio-private: the one place a scope's collection of child scopes is made (see the
     # module docstring and test_canaries.py).
     setattr(scope_type, "__init__", __init__)  # noqa: B010 - a class of anyio's
@@ -178,4 +211,5 @@ def _order_scopes(module: Any) -> bool:
 
 def scopes_ordered() -> bool:
     """Whether anyio cancel scopes made on virtual loops keep their child scopes in order."""
-    return _state["scope_init"] is not None
+    scope_type = getattr(sys.modules.get(ANYIO_ASYNCIO), "CancelScope", None)
+    return _already_wrapped(vars(scope_type).get("__init__") if scope_type else None) is not None

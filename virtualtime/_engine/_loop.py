@@ -58,6 +58,7 @@ import contextvars
 import enum
 import functools
 import heapq
+import importlib
 import inspect
 import itertools
 import math
@@ -371,16 +372,24 @@ if hasattr(os, "register_at_fork"):
 
 
 _ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
-_anyio_sleep_pending = True  # until anyio's backend has been seen once (run_forever)
+_anyio_seen: object = None
+"""anyio's asyncio backend module as :func:`_install_anyio_sleep` last handled it (fully
+imported).  Kept by identity, not as a once-per-process flag: a runner that restores
+``sys.modules`` (pytester in process) or a reload brings a new module to route."""
 
 
 def _install_anyio_sleep() -> None:
     """anyio's backend is imported: route its sleep on virtual loops (_anyio_sleep.py)."""
-    global _anyio_sleep_pending
-    from . import _anyio_sleep  # here, not at the top: it imports this module
+    global _anyio_seen
+    # Here, not at the top: it imports this module.  Through sys.modules, not the package's
+    # attribute: after a runner restored sys.modules the two can differ, and the copy in
+    # sys.modules is the one everybody else asks.
+    _anyio_sleep = importlib.import_module(f"{__package__}._anyio_sleep")
 
+    module = _modules.get(_ANYIO_ASYNCIO)
+    if isinstance(getattr(module, "AsyncIOBackend", None), type):
+        _anyio_seen = module  # else still being imported: look again at the next run
     _anyio_sleep.install()
-    _anyio_sleep_pending = False
 
 
 def _short(value: object) -> str:
@@ -1984,7 +1993,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
     def run_forever(self) -> None:
         """Like the stock method; with ``patch_time=True`` the stdlib clocks follow this loop."""
-        if _anyio_sleep_pending and _ANYIO_ASYNCIO in _modules:
+        anyio_backend = _modules.get(_ANYIO_ASYNCIO)
+        if anyio_backend is not _anyio_seen and anyio_backend is not None:
             _install_anyio_sleep()
         here = RUNNING_HERE
         outer = here.loop
