@@ -41,12 +41,13 @@ in-process server and its client), listening sockets, the loop's self-pipe.
 The rule while outside work is pending
 --------------------------------------
 Virtual time may not overtake real work.  While outside work is pending the loop does not jump:
-the clock stands still, and a timer fires only once as much *real* time has passed (since the
-outside work began) as the timer's virtual delay -- then time steps to exactly that timer's
-instant.  So a quick answer arrives at the same virtual instant on every machine, however slow
-the machine; a peer that never answers still lets a timeout fire, after about as much real time
-as the timeout says; and a timer set while a thread works still fires.  With no outside work,
-time jumps at once, as in a closed world.
+the clock stands still, and a timer fires only once as much *real* time has passed as the
+timer's virtual delay, counted from when that timer was set or when the outside work began,
+whichever is later (one allowance per timer: :class:`Allowances`) -- then time steps to
+exactly that timer's instant.  So a quick answer arrives at the same virtual instant on every
+machine, however slow the machine; a peer that never answers still lets a timeout fire, after
+about as much real time as the timeout says; and a timer set while a thread works still fires.
+With no outside work, time jumps at once, as in a closed world.
 
 Deadlocks
 ---------
@@ -73,7 +74,9 @@ children.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
+import math
 import os
 import selectors
 import signal
@@ -83,7 +86,7 @@ import sys
 import threading
 import time as _time_module
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, Final
 
@@ -94,6 +97,7 @@ from .._shared._time import TICKS_PER_SECOND
 __all__ = [
     "GRACE",
     "POKE_GRACE",
+    "Allowances",
     "CountingSelector",
     "OutsideWork",
     "completed_by",
@@ -106,6 +110,11 @@ GRACE: Final = 0.02
 
 POKE_GRACE: Final = THREAD_GRACE
 """Real seconds a thread that just called ``call_soon_threadsafe`` may still speak again."""
+
+_ROUNDS_MIN: Final = 256
+"""Rounds :class:`Allowances` keeps before it looks for those no timer needs."""
+_TIE_WALK_MAX: Final = 4096
+"""Most heap entries looked at to find the newest timer due at one instant."""
 
 _RECHECK_MIN: Final = 0.0005
 _RECHECK_MAX: Final = 0.05
@@ -265,6 +274,81 @@ def _address(addr: Any) -> str:
     return repr(addr)
 
 
+class Allowances:
+    """When each timer's real-time allowance began, in one stretch of pending outside work.
+
+    While outside work is pending a timer with virtual delay *d* may fire only once *d* real
+    seconds have passed since it was set -- or since the outside work began, if that is later.
+    Never since an earlier burst: thirty ``wait_for(to_thread(job), 1)`` in a row, each job
+    taking 0.1 s, each get their own second.
+
+    The run numbers its timers in the order they are set (any counter that only grows); this
+    class does not see a timer being set -- that would cost the closed world something on every
+    timer -- but it is told of every idle *round* while work is pending, with the counter's
+    value then.  A timer numbered *n* was set after the last round whose counter was at most
+    *n*, and before the next one: that next round, the first that could see it, is where its
+    allowance begins.  That is a little after the real moment it was set (by the time the
+    loop's callbacks took between the two rounds), so a timer may fire a little late, never
+    early.  The first round of a stretch is the start of the outside work: every timer set
+    before it counts from there.  No asyncio here; a trio clock can keep one too.
+    """
+
+    __slots__ = ("_limit", "_rounds")
+
+    def __init__(self) -> None:
+        self._rounds: list[tuple[int, float, int]] = []
+        """``(counter, real time, virtual tick)`` of each round that saw a new counter value."""
+        self._limit = _ROUNDS_MIN
+
+    def __bool__(self) -> bool:
+        return bool(self._rounds)
+
+    def __len__(self) -> int:
+        return len(self._rounds)
+
+    def clear(self) -> None:
+        """The outside work ended: the next stretch starts afresh."""
+        self._rounds.clear()
+        self._limit = _ROUNDS_MIN
+
+    def anchor(self, counter: int, real_now: float, tick_now: int, seq: int) -> tuple[float, int]:
+        """Note this round; return ``(real time, tick)`` from which timer ``seq`` counts.
+
+        ``counter`` is the number the next timer will get, ``seq`` the number of the timer
+        time would move to (``-1``: unknown, or a target that is not a timer -- it counts from
+        the start of the stretch).  The timer's due real time is then ``real + (target - tick)``
+        in seconds.
+        """
+        rounds = self._rounds
+        if not rounds or rounds[-1][0] < counter:
+            rounds.append((counter, real_now, tick_now))
+        if seq < 0:
+            first = rounds[0]
+            return first[1], first[2]
+        index = bisect.bisect_right(rounds, (seq, math.inf, math.inf))
+        if index >= len(rounds):  # numbered after this round's counter: a counter not ours
+            index = len(rounds) - 1
+        found = rounds[index]
+        return found[1], found[2]
+
+    def crowded(self) -> bool:
+        """Are there enough rounds noted that :meth:`keep_for` should thin them out?"""
+        return len(self._rounds) > self._limit
+
+    def keep_for(self, seqs: Iterable[int]) -> None:
+        """Forget the rounds no live timer counts from (``seqs``: the live timers' numbers).
+
+        Rounds are noted only when the counter moved, but a long stretch of outside work with
+        timers set between every two rounds would otherwise keep them all.
+        """
+        rounds = self._rounds
+        needed = {0, len(rounds) - 1}
+        for seq in seqs:
+            needed.add(min(bisect.bisect_right(rounds, (seq, math.inf, math.inf)), len(rounds) - 1))
+        self._rounds = [rounds[index] for index in sorted(needed)]
+        self._limit = max(_ROUNDS_MIN, 2 * len(self._rounds))
+
+
 class OutsideWork:
     """The model of outside work for one :class:`~virtualtime.VirtualEventLoop`.
 
@@ -286,7 +370,9 @@ class OutsideWork:
         """Subprocess transports started through the loop."""
         self.signals: dict[int, Any] = {}
         self.self_pipe: int = -1
-        self._anchor: tuple[float, int] | None = None
+        self.allowances = Allowances()
+        """When each pending timer's real-time allowance began (see :meth:`wait_before`)."""
+        self._seq_counter: object = None
         self._poked = -1.0
         self._recheck = _RECHECK_MIN
         self.changes = 0
@@ -675,26 +761,79 @@ class OutsideWork:
     def wait_before(self, target: int, now: int) -> float:
         """Real seconds to wait before virtual time may move from tick ``now`` to ``target``.
 
-        0 when time may move now.  While outside work is pending, virtual time runs no faster
-        than real time has passed since the outside work began (the *anchor*); once none is
-        pending the anchor is forgotten and time may jump.
+        0 when time may move now.  While outside work is pending, the timer at ``target`` may
+        fire only once as much real time has passed as its virtual delay, counted from when
+        that timer was set or when the outside work began, whichever is later (its
+        *allowance*, see :class:`Allowances`); once no work is pending, the rounds are
+        forgotten and time may jump.
         """
         real_now = _real_monotonic()
         recheck = self.pending(real_now)
         if recheck is None:
-            self._anchor = None
+            if self.allowances:
+                self.allowances.clear()
             return 0.0
-        anchor = self._anchor
-        if anchor is None:
-            anchor = self._anchor = (real_now, now)
-        due = anchor[0] + (target - anchor[1]) / TICKS_PER_SECOND - real_now
+        allowances = self.allowances
+        real_at, tick_at = allowances.anchor(
+            self._next_seq(), real_now, now, self._newest_seq(target)
+        )
+        if allowances.crowded():
+            heap: list[tuple[int, int, int, Any]] = getattr(self._loop, "_vt_heap", [])
+            drives: list[tuple[int, int, Any]] = getattr(self._loop, "_vt_drives", [])
+            allowances.keep_for([entry[2] for entry in heap] + [entry[1] for entry in drives])
+        due = real_at + (target - tick_at) / TICKS_PER_SECOND - real_now
         if due <= 0:
             return 0.0
         return min(due, recheck)
 
+    def _next_seq(self) -> int:
+        """The sequence number the loop's next timer will get (read, not taken)."""
+        counter = self._seq_counter
+        if counter is None:
+            # The loop numbers its timers and drives with one itertools.count (TimerQueue's
+            # next_seq, a bound __next__): its repr shows the next number without taking it.
+            queue = getattr(self._loop, "_vt_timers", None)
+            counter = self._seq_counter = getattr(getattr(queue, "next_seq", None), "__self__", 0)
+        text = repr(counter)
+        if not text.startswith("count("):
+            return 0  # not a counter: every timer counts from the start of the outside work
+        return int(text[6:-1])
+
+    def _newest_seq(self, target: int) -> int:
+        """The newest sequence number among the timers and drives due at tick ``target``.
+
+        Several timers may share an instant -- timeouts set during one pending stretch, while
+        virtual time stands still, all land on the same tick -- and time reaching it fires
+        them all: the one set last decides.  A heap's entries equal to its head are found by
+        walking down from the root while the tick matches (bounded, for a huge tie).
+        """
+        newest = -1
+        heap: list[tuple[int, int, int, Any]] = getattr(self._loop, "_vt_heap", [])
+        if heap and heap[0][0] == target:
+            stack = [0]
+            size = len(heap)
+            visited = 0
+            while stack and visited < _TIE_WALK_MAX:
+                index = stack.pop()
+                entry = heap[index]
+                visited += 1
+                if entry[0] != target:
+                    continue
+                if entry[2] > newest:
+                    newest = entry[2]
+                child = 2 * index + 1
+                if child < size:
+                    stack.append(child)
+                    if child + 1 < size:
+                        stack.append(child + 1)
+        drives: list[tuple[int, int, Any]] = getattr(self._loop, "_vt_drives", [])
+        if drives and drives[0][0] == target and drives[0][1] > newest:
+            newest = drives[0][1]
+        return newest
+
     def forget(self) -> None:
         """Outside work ended (or the loop stopped): the next pending stretch re-anchors."""
-        self._anchor = None
+        self.allowances.clear()
 
     def keeps_alive(self) -> bool:
         """With nothing pending, could something outside still wake the loop by itself?"""
