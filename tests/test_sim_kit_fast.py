@@ -463,10 +463,92 @@ def test_canary_sim_sleep_and_now_are_compiled_exactly_when_the_core_is() -> Non
     if compiled:
         core = virtualtime._engine._loop.core
         assert sim.now is core.kit_now
-        # sim.sleep(delay) is made by the compiled maker; until the compiled sleep takes
-        # ``value`` itself (KIT_SLEEP_VALUE), a one-line Python function hands it the delay.
-        if getattr(core, "KIT_SLEEP_VALUE", False):
-            assert sim.sleep is core.kit_sleep
-        else:
-            assert _kit._kit_sleep is core.kit_sleep
-            assert "_kit_sleep" in sim.sleep.__code__.co_names
+        # sim.sleep(delay) and sim.sleep(delay, value) are the compiled maker itself (no
+        # Python frame), and the compiled base marks an awaited sleep and warns about one
+        # never awaited itself: _Sleep adds no Python __await__ or __del__ on top.
+        assert core.KIT_SLEEP_VALUE == 1
+        assert sim.sleep is core.kit_sleep
+        assert _kit._MARKS_AWAITED
+        assert "__await__" not in vars(_kit._Sleep)
+        assert "__del__" not in vars(_kit._Sleep)
+    else:
+        assert not _kit._MARKS_AWAITED
+        assert "__del__" in vars(_kit._Sleep)
+
+
+def _makers() -> list[Any]:
+    """Every maker of a kit sleep in this build: the public one, the reference and, compiled,
+    the compiled maker called directly."""
+    makers: list[Any] = [sim.sleep, _kit.pure_sleep]
+    if virtualtime._engine._loop.COMPILED:
+        makers.append(virtualtime._engine._loop.core.kit_sleep)
+    return makers
+
+
+@pytest.mark.parametrize(
+    "delay", [10**400, 2 * 10**308, -(10**400)], ids=["1e400", "2e308", "-1e400"]
+)
+def test_every_sim_sleep_maker_refuses_an_int_too_large_for_a_float(delay: int) -> None:
+    for make in _makers():
+        with pytest.raises(virtualtime.InvalidValueError) as refused:
+            make(delay)
+        assert "delay" in str(refused.value)
+        assert f"{len(str(abs(delay)))} digits" in str(refused.value)
+
+
+def test_every_sim_sleep_maker_takes_a_value_and_the_reference_signature() -> None:
+    """``sleep(delay, value)``, positional or by keyword, on every maker; None as the value is
+    a plain sleep (SimPy's ``timeout(d)``), anything else a sleep whose await returns it."""
+
+    async def main(make: Any) -> list[object]:
+        got: list[object] = []
+        for nap in (
+            make(2, "late"),
+            make(1, value=("a", 1)),
+            make(delay=1, value=0),
+            make(1, None),
+            make(0.5),
+        ):
+            got.append(type(nap).__name__)
+            got.append(await nap)
+        got.append(sim.now())
+        return got
+
+    expected = ["_ValueSleep", "late", "_ValueSleep", ("a", 1), "_ValueSleep", 0]
+    expected += ["_Sleep", None, "_Sleep", None, 5.5]
+    for make in _makers():
+        assert sim.simulate(main, make) == expected
+        with pytest.raises(TypeError, match="delay"):
+            make()
+        with pytest.raises(TypeError):
+            make(1, 2, 3)
+
+
+def test_a_compiled_sleep_never_awaited_warns_in_the_reference_words() -> None:
+    messages: list[str] = []
+    for make in _makers():
+        with pytest.warns(RuntimeWarning) as caught:
+            make(2.5)  # dropped unawaited: reported when it goes
+        messages.extend(str(w.message) for w in caught)
+    assert messages == [
+        "coroutine 'sim.sleep' was never awaited: <sim.sleep(2.5)> waits only when awaited "
+        "(write 'await sim.sleep(...)')"
+    ] * len(_makers())
+
+
+def test_a_sleep_never_awaited_leaves_an_exception_on_its_way_alone() -> None:
+    """The warning is given while an exception is on its way (the sleep, still on the
+    evaluation stack, dropped as the error unwinds the frame): the exception that reaches the
+    caller is the model's own, unchanged."""
+
+    def drop_then_fail(make: Any, zero: int) -> tuple[object, int]:
+        return (make(3), 1 // zero)  # the sleep is made, then the division fails
+
+    for make in _makers():
+        with (
+            pytest.warns(RuntimeWarning, match="never awaited"),
+            pytest.raises(ZeroDivisionError) as raised,
+        ):
+            drop_then_fail(make, 0)
+        assert type(raised.value) is ZeroDivisionError
+        assert raised.value.__context__ is None

@@ -1987,7 +1987,11 @@ setup_sleep(PyObject *module, PyObject *args)
    loop, history kept, an interrupt already pending, a sleep that may move time in place, an
    unusual delay) is handed, at the same moment, to the generator, which the KitNap then
    drives.  An abandoned wait is given back through _kit._drop_native, as the generator's
-   ``except`` does. */
+   ``except`` does.
+
+   ``_awaited`` is set once the sleep is awaited (here), or begun or abandoned (by _kit's
+   _begin and _abandon): a sleep that goes without it was never used, and its finalizer warns
+   as CPython warns about a coroutine never awaited, in the words of _kit._never_awaited. */
 
 static PyObject *kit_sim_var = NULL;  /* _kit._SIM */
 static PyObject *kit_proc_var = NULL; /* _kit._PROC */
@@ -2000,6 +2004,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *delay;
     PyObject *undo;
+    char awaited; /* _awaited (T_BOOL reads and writes a char) */
 } KitSleep;
 
 typedef struct {
@@ -2012,6 +2017,7 @@ typedef struct {
     int state;        /* 0 not started, 1 on the future, 2 after it (SimPy's order), 3 done */
 } KitNap;
 
+static PyTypeObject KitSleep_Type;
 static PyTypeObject KitNap_Type;
 
 static int
@@ -2030,9 +2036,36 @@ kitsleep_clear(KitSleep *self)
     return 0;
 }
 
+/* A sleep never awaited, begun nor abandoned: warn (what _kit._never_awaited says), without
+   disturbing an exception on its way -- a sleep is often dropped as one unwinds a frame.  A
+   warning turned into an error cannot be raised from here: it is reported as unraisable, as
+   CPython reports one about a coroutine never awaited. */
+static void
+kitsleep_finalize(KitSleep *self)
+{
+    if (self->awaited) {
+        return;
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "coroutine 'sim.sleep' was never awaited: %R waits only when awaited "
+                         "(write 'await sim.sleep(...)')",
+                         (PyObject *)self) < 0) {
+        PyErr_WriteUnraisable((PyObject *)self);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
 static void
 kitsleep_dealloc(KitSleep *self)
 {
+    /* A subclass's dealloc (subtype_dealloc) has run the finalizer already; a bare KitSleep
+       runs it here. */
+    if (Py_IS_TYPE(self, &KitSleep_Type) &&
+        PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0) {
+        return; /* resurrected by the warning's machinery */
+    }
     PyObject_GC_UnTrack(self);
     kitsleep_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -2041,6 +2074,7 @@ kitsleep_dealloc(KitSleep *self)
 static PyObject *
 kitsleep_await(KitSleep *self)
 {
+    self->awaited = 1;
     KitNap *nap = PyObject_GC_New(KitNap, &KitNap_Type);
     if (nap == NULL) {
         return NULL;
@@ -2058,6 +2092,8 @@ kitsleep_await(KitSleep *self)
 static PyMemberDef kitsleep_members[] = {
     {"_delay", T_OBJECT, offsetof(KitSleep, delay), 0, "the delay asked for"},
     {"_undo", T_OBJECT, offsetof(KitSleep, undo), 0, "what _begin armed, to take back"},
+    {"_awaited", T_BOOL, offsetof(KitSleep, awaited), 0,
+     "set once awaited, begun or abandoned (unset when it goes: a warning)"},
     {NULL},
 };
 
@@ -2073,6 +2109,7 @@ static PyTypeObject KitSleep_Type = {
     .tp_traverse = (traverseproc)kitsleep_traverse,
     .tp_clear = (inquiry)kitsleep_clear,
     .tp_dealloc = (destructor)kitsleep_dealloc,
+    .tp_finalize = (destructor)kitsleep_finalize,
     .tp_as_async = &kitsleep_async,
     .tp_members = kitsleep_members,
     .tp_new = PyType_GenericNew,
@@ -2462,34 +2499,39 @@ static PyTypeObject KitNap_Type = {
     .tp_methods = nap_methods,
 };
 
-/* kit_sleep(delay): sim.sleep, compiled -- a new _Sleep for a delay that is an exact float or
-   int >= 0, made without a Python frame; anything else goes to the pure-Python sim.sleep,
-   which checks it (and raises) as always. */
+/* kit_sleep(delay, value=None): sim.sleep, compiled -- a new _Sleep for a delay that is an
+   exact float >= 0 or an int from 0 to 2**63 - 1, with no value (or None), made without a
+   Python frame; anything else (a value, keywords, a delay to check, an int that may be too
+   large for a float) goes to the pure-Python sim.sleep, which makes it or raises as always. */
 static PyTypeObject *kit_sleep_type = NULL; /* _kit._Sleep */
 static PyObject *kit_sleep_py = NULL;       /* the pure-Python sim.sleep */
 static PyObject *kit_now_py = NULL;         /* the pure-Python sim.now */
 
 static PyObject *
-kit_sleep(PyObject *module, PyObject *delay)
+kit_sleep(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     int plain = 0;
-    if (PyFloat_CheckExact(delay)) {
-        plain = PyFloat_AS_DOUBLE(delay) >= 0.0; /* NaN is not */
-    }
-    else if (PyLong_CheckExact(delay)) {
-        int overflow;
-        long long v = PyLong_AsLongLongAndOverflow(delay, &overflow);
-        if (v == -1 && PyErr_Occurred()) {
-            return NULL;
+    PyObject *delay = nargs > 0 ? args[0] : NULL;
+    if ((nargs == 1 || (nargs == 2 && args[1] == Py_None)) &&
+        (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        if (PyFloat_CheckExact(delay)) {
+            plain = PyFloat_AS_DOUBLE(delay) >= 0.0; /* NaN is not */
         }
-        plain = overflow > 0 || (overflow == 0 && v >= 0);
+        else if (PyLong_CheckExact(delay)) {
+            int overflow;
+            long long v = PyLong_AsLongLongAndOverflow(delay, &overflow);
+            if (v == -1 && PyErr_Occurred()) {
+                return NULL;
+            }
+            plain = overflow == 0 && v >= 0;
+        }
     }
     if (!plain || kit_sleep_type == NULL) {
         if (kit_sleep_py == NULL) {
             PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup_kit() was not called");
             return NULL;
         }
-        return PyObject_CallOneArg(kit_sleep_py, delay);
+        return PyObject_Vectorcall(kit_sleep_py, args, (size_t)nargs, kwnames);
     }
     KitSleep *nap = (KitSleep *)kit_sleep_type->tp_alloc(kit_sleep_type, 0);
     if (nap == NULL) {
@@ -2569,8 +2611,8 @@ static PyMethodDef methods[] = {
     {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},
     {"setup_kit", (PyCFunction)setup_kit, METH_VARARGS,
      "setup_kit(sim_var, proc_var, drop_native, sleep_type, py_sleep, py_now)"},
-    {"kit_sleep", (PyCFunction)kit_sleep, METH_O,
-     "sleep(delay)\n--\n\nsim.sleep, compiled (see virtualtime.sim.sleep)."},
+    {"kit_sleep", (PyCFunction)(void (*)(void))kit_sleep, METH_FASTCALL | METH_KEYWORDS,
+     "sleep(delay, value=None)\n--\n\nsim.sleep, compiled (see virtualtime.sim.sleep)."},
     {"kit_now", (PyCFunction)kit_now, METH_NOARGS,
      "now()\n--\n\nsim.now, compiled (see virtualtime.sim.now)."},
     {"sleep", (PyCFunction)(void (*)(void))sleep_call, METH_FASTCALL | METH_KEYWORDS,
@@ -2639,7 +2681,9 @@ PyInit__cwake(void)
         PyModule_AddObjectRef(module, "Sleep", (PyObject *)&Sleep_Type) < 0 ||
         PyModule_AddObjectRef(module, "DictFlag", (PyObject *)&DictFlag_Type) < 0 ||
         PyModule_AddObjectRef(module, "LaterCaller", (PyObject *)&LaterCaller_Type) < 0 ||
-        PyModule_AddObjectRef(module, "KitSleep", (PyObject *)&KitSleep_Type) < 0) {
+        PyModule_AddObjectRef(module, "KitSleep", (PyObject *)&KitSleep_Type) < 0 ||
+        /* kit_sleep takes ``value`` itself, and KitSleep marks and warns (see _kit). */
+        PyModule_AddIntConstant(module, "KIT_SLEEP_VALUE", 1) < 0) {
         Py_DECREF(module);
         return NULL;
     }

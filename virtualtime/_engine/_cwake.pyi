@@ -61,14 +61,18 @@ def setup_kit(
     py_now: Callable[[], float],
     /,
 ) -> None: ...
-def kit_sleep(delay: float, /) -> Any: ...
+def kit_sleep(delay: float, value: Any = None) -> Any: ...
 def kit_now() -> float: ...
+
+KIT_SLEEP_VALUE: int
+"""1: kit_sleep takes ``value`` itself, and KitSleep marks ``_awaited`` and warns itself."""
 
 class KitSleep:
     """The compiled base of the sim kit's sleep (virtualtime.sim._kit._Sleep)."""
 
     _delay: float
     _undo: Any
+    _awaited: bool
     def __await__(self) -> Any: ...
 
 class DictFlag:
