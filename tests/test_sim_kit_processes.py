@@ -6,8 +6,11 @@ fast path, trio through anyio.
 
 from __future__ import annotations
 
+import gc
+import inspect
 import math
 import time
+import warnings
 from typing import Any
 
 import anyio
@@ -534,3 +537,68 @@ def test_until_means_the_same_in_simulate_run_until_and_the_cli(tmp_path: Any) -
 
     virtualtime.anyio_run(driver)
     assert seen == [5.0, 10.0, -1.0]
+
+
+# --------------------------------------------------------------------------- never run
+
+
+@pytest.mark.parametrize("order", sim.ORDERS)
+def test_a_process_never_run_before_its_simulation_closes_is_closed_and_ended(
+    run: Any, order: str
+) -> None:
+    """Started just before the simulation's ``async with`` ends, a process never runs: its
+    coroutine is closed (no "coroutine ... was never awaited" when it goes) and the process
+    has ended, cancelled."""
+    ran: list[str] = []
+
+    async def child() -> None:
+        ran.append("child")  # never reached
+
+    async def main() -> tuple[Any, Any]:
+        async with sim.Simulation(order=order) as env:
+            coro = child()
+            proc = env.start(coro)
+        return coro, proc
+
+    gc.collect()  # garbage of earlier tests warns outside the block below
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        coro, proc = run(main)
+        state = inspect.getcoroutinestate(coro)
+        del coro
+        gc.collect()
+    assert state == inspect.CORO_CLOSED
+    assert not proc.is_alive
+    assert ran == []
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize("order", sim.ORDERS)
+def test_a_process_cancelled_before_it_ran_never_runs_and_tells_its_waiters(
+    backend: str, order: str
+) -> None:
+    ran: list[str] = []
+
+    async def child() -> int:
+        ran.append("child")
+        await sim.sleep(1)
+        return 5
+
+    async def main() -> tuple[Any, ...]:
+        coro = child()
+        proc = sim.start(coro)
+        proc.cancel()  # before its first step
+        with pytest.raises(virtualtime.VirtualTimeError, match="cancelled before it returned"):
+            await proc
+        state = inspect.getcoroutinestate(coro)
+        await sim.sleep(2)
+        return state, proc.is_alive, sim.now()
+
+    gc.collect()  # garbage of earlier tests warns outside the block below
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = sim.simulate(main, backend=backend, order=order)
+        gc.collect()
+    assert result == (inspect.CORO_CLOSED, False, 2.0)
+    assert ran == []
+    assert [str(w.message) for w in caught] == []

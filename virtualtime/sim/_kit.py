@@ -57,6 +57,7 @@ import heapq
 import inspect
 import itertools
 import math
+import types
 import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -477,10 +478,13 @@ class Simulation:
         self._closing = True
         if self._fast:
             # Each cancellation wakes its task through the loop's ready queue, first in first
-            # out: the tasks run their clean-up in the order they are cancelled here.
-            tasks = [proc._task for proc in self._live if proc._task is not None]
-            for task in tasks:
-                task.cancel()
+            # out: the tasks run their clean-up in the order they are cancelled here.  A
+            # process that has not run yet never will: it ends here (Process.cancel).
+            tasks: list[asyncio.Task[Any]] = []
+            for proc in list(self._live):
+                if proc._task is not None:
+                    tasks.append(proc._task)
+                    proc.cancel()
             if tasks:
                 await asyncio.wait(tasks)
             return
@@ -507,8 +511,10 @@ class Simulation:
 
     def start(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> Process[T]:
         """Start ``coro`` as a process of this simulation and return its handle."""
-        _check_process("start()", "coro", coro)
-        check_name("name", name)
+        if type(coro) is not _COROUTINE:  # the checks, skipped for what always passes them
+            _check_process("start()", "coro", coro)
+        if name is not None:
+            check_name("name", name)
         if self._final is not None:
             coro.close()
             raise UsageError("this simulation has ended; it cannot start processes")
@@ -695,6 +701,9 @@ _SIMPY_HINT: Final = (
 )
 
 
+_COROUTINE: Final = types.CoroutineType
+
+
 def _check_process(what: str, name: str, coro: object) -> None:
     """``coro`` must be a coroutine object: name the usual mistakes (a SimPy generator, an
     async function not called)."""
@@ -827,11 +836,9 @@ class Process(_Abandonable, Generic[T]):
         return result
 
     def _never_ran(self, _: object) -> None:
+        """A done callback of the process's task on asyncio (see start and cancel)."""
         if self._coro is not None:  # cancelled before its first step
-            self._coro.close()
-            self._coro = None
-            self._env._unstarted -= 1
-            self._finish(None, None, cancelled=True)
+            self._never_started()
 
     async def _body(self) -> None:
         env = self._env
@@ -859,7 +866,9 @@ class Process(_Abandonable, Generic[T]):
 
     async def _body_anyio(self, order: int) -> None:
         """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
-        if self._env._closing:  # started too late: the simulation is being cleaned up
+        if self._env._closing or self._scope is not None:
+            # Started too late (the simulation is being cleaned up), or cancelled before it
+            # started (cancel() left a cancelled scope).
             self._never_started()
             return
         with trio_module().CancelScope() as scope:
@@ -877,10 +886,16 @@ class Process(_Abandonable, Generic[T]):
             self._finish(None, None, cancelled=True)
 
     def _never_started(self) -> None:
-        """Cancelled while waiting for its first turn: its coroutine never ran."""
-        if self._coro is not None:
-            self._coro.close()
+        """Cancelled before its first step: its coroutine never ran, and never will.  It is
+        closed (so that it draws no "coroutine ... was never awaited" warning) and the process
+        ends, cancelled.  Safe to call again."""
+        coro = self._coro
+        if coro is not None:
             self._coro = None
+            coro.close()
+            env = self._env
+            if env._simpy and env._fast:
+                env._unstarted -= 1  # counted by start(), uncounted by _body, which never runs
         if self._state == _PENDING:
             self._env._last = self._env._clock()
             self._finish(None, None, cancelled=True)
@@ -943,9 +958,17 @@ class Process(_Abandonable, Generic[T]):
         """
         if self._state != _PENDING:
             return
-        if self._task is not None:
-            self._task.cancel()
+        task = self._task
+        if task is not None:
+            task.cancel()
+            if self._coro is not None and not self._env._simpy:
+                # Not run yet: the task's first step only ends it, without the coroutine,
+                # which this callback closes (in SimPy's order it is there from the start).
+                task.add_done_callback(self._never_ran)
         elif self._scope is not None:
+            self._scope.cancel()
+        else:  # on trio, before its task has started: _body_anyio finds this scope and ends
+            self._scope = trio_module().CancelScope()
             self._scope.cancel()
 
     def _begin(self) -> Waiter:
