@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 
+import virtualtime.cli
 from virtualtime import experiment
+from virtualtime.experiment import _executors
 
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 
@@ -74,3 +77,38 @@ def test_a_dask_address_string_opens_and_closes_its_own_client(client: Any) -> N
     spec = "dask://" + address.removeprefix("tcp://")
     results = experiment.replicate(models.noisy, {}, 4, seed=2, executor=spec)
     assert bits(results) == bits(experiment.replicate(models.noisy, {}, 4, seed=2))
+
+
+@pytest.fixture
+def dead_address() -> Iterator[str]:
+    """An address where nothing listens: a port held (so no one else takes it), not served."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{held.getsockname()[1]}"
+
+
+def test_a_dead_dask_address_is_one_line_within_a_bounded_time(
+    dead_address: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(_executors, "DASK_CONNECT_TIMEOUT", 1.0)
+    began = time.monotonic()
+    status = virtualtime.cli.main(
+        [
+            "experiment",
+            f"{Path(models.__file__)}:noisy",
+            "-n",
+            "2",
+            "-q",
+            "--executor",
+            f"dask://{dead_address}",
+        ]
+    )
+    took = time.monotonic() - began
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        f"virtualtime: experiment: executor: no Dask scheduler answered at "
+        f"'tcp://{dead_address}' within 1 s"
+    )
+    assert took < 15  # was 30 s, then a traceback
