@@ -1,8 +1,9 @@
 """One error family: everything virtualtime raises on purpose is a ``VirtualTimeError``.
 
 Each error class is also the builtin callers already catch (``ValueError``, ``TypeError``,
-``RuntimeError``); and no module outside ``sim`` (which has its own test) raises a bare
-builtin error -- an AST walk over the package finds any that slip back in.
+``RuntimeError``); and no module of the package (the sim kit, experiments and traces
+included) raises a bare builtin error -- an AST walk over the package finds any that slip
+back in.
 """
 
 from __future__ import annotations
@@ -22,12 +23,21 @@ from virtualtime import (
     RunawayError,
     UsageError,
     VirtualTimeError,
+    experiment,
 )
 
 PACKAGE = Path(virtualtime.__file__).parent
 
 BARE: frozenset[str] = frozenset(
-    {"ValueError", "TypeError", "RuntimeError", "Exception", "LookupError", "KeyError"}
+    {
+        "ValueError",
+        "TypeError",
+        "RuntimeError",
+        "Exception",
+        "LookupError",
+        "KeyError",
+        "OverflowError",
+    }
 )
 
 PENDING: dict[str, str] = {}
@@ -52,24 +62,71 @@ def test_each_error_is_a_virtualtime_error_and_its_builtin(
     assert not issubclass(VirtualTimeError, builtin)
 
 
-def _bare_raises(path: Path) -> list[str]:
+def _bare_raises(source: str, where: str) -> list[str]:
+    """Every ``raise`` of a bare builtin error in ``source``: ``raise ValueError(...)``,
+    ``raise ValueError`` and ``raise builtins.ValueError(...)`` alike."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
-            func = node.exc.func
-            if isinstance(func, ast.Name) and func.id in BARE:
-                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: raise {func.id}(...)")
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if isinstance(raised, ast.Attribute) and isinstance(raised.value, ast.Name):
+            name = raised.attr if raised.value.id == "builtins" else None
+        else:
+            name = raised.id if isinstance(raised, ast.Name) else None
+        if name in BARE:
+            found.append(f"{where}:{node.lineno}: raise {name}")
     return found
 
 
-def test_no_module_outside_sim_raises_a_bare_builtin_error() -> None:
+def test_the_walk_finds_every_shape_of_a_bare_raise() -> None:
+    source = (
+        "import builtins\n"
+        "def f(x):\n"
+        "    if x == 1:\n"
+        "        raise ValueError(f'x must be 0, got {x}')\n"
+        "    if x == 2:\n"
+        "        raise TypeError\n"
+        "    if x == 3:\n"
+        "        raise builtins.RuntimeError('no')\n"
+        "    if x == 4:\n"
+        "        raise OverflowError('too large') from None\n"
+        "    try:\n"
+        "        pass\n"
+        "    except KeyError:\n"
+        "        raise\n"  # re-raising what was caught is not a new error
+        "    raise InvalidValueError('fine')\n"
+    )
+    assert _bare_raises(source, "m.py") == [
+        "m.py:4: raise ValueError",
+        "m.py:6: raise TypeError",
+        "m.py:8: raise RuntimeError",
+        "m.py:10: raise OverflowError",
+    ]
+
+
+def test_no_module_raises_a_bare_builtin_error() -> None:
     found = []
+    walked = set()
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
-        if relative.parts[0] == "sim" or str(relative) in PENDING:
+        if str(relative) in PENDING:
             continue
-        found.extend(_bare_raises(path))
+        walked.add(relative.parts[0])
+        found.extend(_bare_raises(path.read_text(encoding="utf-8"), str(relative)))
+    assert {"sim", "experiment", "trace", "_engine", "_shared"} <= walked
     assert found == [], "raise a virtualtime error (see virtualtime/_shared/_errors.py) instead"
+
+
+def test_make_rng_refuses_none_as_its_seed_naming_it() -> None:
+    """A replication's generator is made from a known seed only (issue 34 item 12): None is
+    an InvalidTypeError naming ``seed``, not numpy's fresh entropy."""
+    with pytest.raises(InvalidTypeError, match=r"^seed must be a non-negative integer, got None$"):
+        experiment.make_rng(None, (0,))  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError, match=r"^seed must be a non-negative integer, got -1$"):
+        experiment.make_rng(-1, (0,))
+    again = experiment.make_rng(7, "0.2").random(3).tolist()
+    assert experiment.make_rng(7, (0, 2)).random(3).tolist() == again
 
 
 def test_the_trio_guard_raises_family_errors() -> None:

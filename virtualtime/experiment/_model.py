@@ -201,8 +201,14 @@ def reference(model: Model | str | ModelRef) -> Model | ModelRef:
 def make_rng(seed: int, stream: Sequence[int] | str) -> np.random.Generator:
     """The generator of one replication: ``SeedSequence(seed)``'s child at ``stream``.
 
+    Use it to give a model run outside :func:`replicate` (a notebook, a test, a rerun) the
+    very numbers a replication drew: pass the ``seed`` and ``stream`` columns of its row.
     ``SeedSequence(seed, spawn_key=(i,))`` is exactly ``SeedSequence(seed).spawn(n)[i]``
     for any ``n > i``, so a replication's stream does not depend on how many there are.
+
+    ``seed`` is required (a non-negative int): None is refused rather than read as "fresh
+    entropy", because a generator nobody can make again cannot reproduce anything.  (Where
+    :func:`replicate` is given ``seed=None`` it draws a seed and records it in every row.)
     """
     sequence = np.random.SeedSequence(check_seed(seed), spawn_key=parse_stream(stream))
     return np.random.Generator(np.random.PCG64(sequence))
