@@ -18,6 +18,7 @@ import pytest
 import vehicle_conformance as vc
 from conftest import Runner
 
+import virtualtime
 from virtualtime import VirtualTimeError
 from virtualtime.sim._geometry import (
     Between,
@@ -1559,3 +1560,28 @@ def test_distance_table_geometry() -> None:
     assert one_way.distance("b", "a") == 4.0
     with pytest.raises(ValueError, match="must be > 0"):
         DistanceTable({("a", "b"): 0.0})
+
+
+def test_a_traced_journey_is_named_with_rounded_places_and_keeps_the_exact_ones() -> None:
+    # Was: the span's name was the full-precision repr of both places, too long to read on a
+    # timeline.  The exact places are the span's arguments.
+    from virtualtime.trace import TraceRecorder
+
+    loop = virtualtime.new_event_loop(history=100)
+
+    async def main() -> None:
+        van = Vehicle(Euclidean(), position=(0, 0), velocity=lambda: 1.0, name="van")
+        async with van:
+            await van.travel_to((10 / 3, 7 / 3))
+
+    try:
+        with TraceRecorder() as recorder:
+            loop.run_until_complete(main())
+        recorder.add_run(loop, "run", loop.history)
+        trace = recorder.trace()
+    finally:
+        loop.close()
+    [span] = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "arrived"]
+    assert span["name"] == "(0.0, 0.0) -> (3.333, 2.333)"
+    assert span["args"]["destination"] == repr((10 / 3, 7 / 3))
+    assert span["args"]["origin"] == "(0.0, 0.0)"

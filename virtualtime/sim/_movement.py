@@ -81,7 +81,7 @@ import anyio.abc
 
 from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
 from .._shared._time import check_bool, check_delay, delay_ticks, to_seconds, to_ticks
-from ..trace import Category, record_span, recording, register_category
+from ..trace import Category, _short_repr, record_span, recording, register_category
 from ._check import check_span, short
 from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry
@@ -313,12 +313,14 @@ class Journey(Generic[P]):
             outcome = self._outcome
             record_span(
                 f"vehicle {outcome.vehicle.name}",
-                f"{outcome.origin!r} -> {outcome.destination!r}",
+                f"{_short_repr(outcome.origin)} -> {_short_repr(outcome.destination)}",
                 outcome.started,
                 outcome.ended,
                 category=outcome.status.value,
                 distance=outcome.distance,
                 position=repr(outcome.position),
+                origin=repr(outcome.origin),  # the exact places: the name is rounded
+                destination=repr(outcome.destination),
             )
         return self._outcome
 
