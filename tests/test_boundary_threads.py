@@ -11,11 +11,24 @@ enough to catch a race; the model's parts are also tested alone, with made-up fa
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
+import os
+import queue
+import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from sqlalchemy import Integer, String, select
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 import virtualtime
-from virtualtime._engine._outside import Allowances
+from virtualtime._engine._outside import POKE_GRACE, Allowances
+from virtualtime._shared._threads import Speakers
 
 
 def now() -> float:
@@ -63,8 +76,7 @@ def test_a_timeout_set_late_in_a_stretch_is_not_fired_by_an_earlier_one_at_its_i
         one, two = await asyncio.gather(first(), second())
         return one, two
 
-    for _ in range(2):
-        assert virtualtime.run(main()) == ("timed out", "answered")
+    assert virtualtime.run(main()) == ("timed out", "answered")
 
 
 def test_allowances_count_each_timer_from_the_first_round_that_could_see_it() -> None:
@@ -101,3 +113,420 @@ def test_allowances_forget_only_rounds_no_live_timer_counts_from() -> None:
     assert allowances.anchor(1000, 999.5, 999, 500) == (500.0, 500)
     assert allowances.anchor(1000, 999.5, 999, -1) == (0.0, 0)
     assert math.isfinite(allowances.anchor(1001, 1000.0, 1000, 999)[0])
+
+
+# ------------------------------------------------------------ helpers
+
+
+def _burn(seconds: float) -> int:
+    """CPU work in Python (it wants the GIL all along), for about ``seconds`` real seconds."""
+    end = time.perf_counter() + seconds  # real-time: the length of the work itself
+    spins = 0
+    while time.perf_counter() < end:
+        spins += 1
+    return spins
+
+
+_COUNT_TO = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) " + (
+    "SELECT count(*) FROM c"
+)
+"""A query sqlite works on in C, without the GIL: counting to ? takes about ? / 10**7 s."""
+
+
+# ------------------------------------------------------------ aiosqlite
+
+
+async def _slow_queries(repeats: int) -> list[str]:
+    import aiosqlite
+
+    results: list[str] = []
+    async with aiosqlite.connect(":memory:") as db:
+        await db.create_function("burn", 1, _burn)
+        for _ in range(repeats):
+            for sql, arg in (
+                ("SELECT burn(?)", 0.1),
+                ("SELECT burn(?)", 0.4),
+                (_COUNT_TO, 2_000_000),
+            ):
+                try:
+                    async with asyncio.timeout(5):
+                        cursor = await db.execute(sql, (arg,))
+                        assert (await cursor.fetchone()) is not None
+                    results.append(f"answered at {now()}")
+                except TimeoutError:
+                    results.append(f"timed out at {now()}")
+    return results
+
+
+def test_slow_aiosqlite_queries_under_a_timeout_are_answered() -> None:
+    # aiosqlite's worker is a plain thread fed through a queue the loop cannot see; it hands
+    # each result back with call_soon_threadsafe.  While it works on a query, time must wait.
+    results = virtualtime.run(_slow_queries(1))
+    assert results == ["answered at 0.0"] * 3
+
+
+async def _quick_queries_after_work(n: int) -> tuple[int, float]:
+    import aiosqlite
+
+    timeouts = 0
+    async with aiosqlite.connect(":memory:") as db:
+        for i in range(n):
+            _burn(0.06)  # real work in the loop's own thread, longer than any old grace
+            try:
+                async with asyncio.timeout(5):
+                    cursor = await db.execute("SELECT ?", (i,))
+                    assert await cursor.fetchone() == (i,)
+            except TimeoutError:
+                timeouts += 1
+    return timeouts, now()
+
+
+def test_quick_aiosqlite_queries_after_real_work_never_time_out() -> None:
+    assert virtualtime.run(_quick_queries_after_work(20)) == (0, 0.0)
+
+
+async def _slow_query_without_a_timer() -> tuple[int, float]:
+    import aiosqlite
+
+    async with aiosqlite.connect(":memory:") as db:
+        await db.create_function("burn", 1, _burn)
+        cursor = await db.execute("SELECT burn(?)", (0.4,))
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0] > 0), now()
+
+
+def test_a_slow_aiosqlite_query_with_no_timer_pending_is_not_a_deadlock() -> None:
+    # Nothing but the query is left: the worker is working, so the loop waits for it instead
+    # of reporting a deadlock after deadlock_timeout (0.25 s).
+    for _ in range(2):
+        assert virtualtime.run(_slow_query_without_a_timer()) == (1, 0.0)
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class _Item(_Base):
+    __tablename__ = "items"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(20))
+
+
+async def _orm_session(url: str, n: int) -> tuple[int, int, float]:
+    engine = create_async_engine(url)
+    timeouts = answered = stored = 0
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_Base.metadata.create_all)
+        sessions = async_sessionmaker(engine, expire_on_commit=False)
+        async with sessions() as session:
+            for i in range(n):
+                if i % 5 == 0:
+                    _burn(0.06)  # real work in the handler, between two queries
+                try:
+                    async with asyncio.timeout(5):
+                        if i % 2 == 0:
+                            session.add(_Item(name=f"item {i}"))
+                            await session.commit()
+                            stored += 1
+                        else:
+                            rows = (await session.scalars(select(_Item))).all()
+                            assert len(rows) == stored
+                    answered += 1
+                except TimeoutError:
+                    timeouts += 1
+                    await session.rollback()  # what a handler does after a failed request
+    finally:
+        await engine.dispose()
+    return answered, timeouts, now()
+
+
+def test_sqlalchemy_orm_on_aiosqlite_has_no_spurious_timeouts(tmp_path: Path) -> None:
+    # A file database (commits reach the disk), and real work in the handler now and then.
+    url = f"sqlite+aiosqlite:///{tmp_path / 'orm.db'}"
+    assert virtualtime.run(_orm_session(url, 50)) == (50, 0, 0.0)
+
+
+# ------------------------------------------------------------ jobs blocked on other work
+
+
+def test_a_thread_job_blocked_on_a_process_pool_future_is_outside_work() -> None:
+    async def main() -> tuple[list[str], float]:
+        got: list[str] = []
+        with concurrent.futures.ProcessPoolExecutor(1) as pool:
+            pool.submit(abs, -1).result()  # the worker process is up
+
+            def job() -> str:
+                return pool.submit(_slept, 0.3).result()
+
+            got.append(await asyncio.to_thread(job))  # no timer pending at all
+            got.append(await asyncio.wait_for(asyncio.to_thread(job), 10))
+        return got, now()
+
+    assert virtualtime.run(main()) == (["slept 0.3", "slept 0.3"], 0.0)
+
+
+def _slept(seconds: float) -> str:
+    time.sleep(seconds)  # real-time: the work of a job in another process
+    return f"slept {seconds}"
+
+
+def test_a_thread_job_blocked_on_a_future_a_plain_thread_completes_is_outside_work() -> None:
+    async def ask(timeout: float | None) -> int:
+        future: concurrent.futures.Future[int] = concurrent.futures.Future()
+        worker = threading.Thread(target=lambda: future.set_result(_burn(0.3)))
+        worker.start()
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(future.result), timeout)
+        finally:
+            worker.join()
+
+    async def main() -> tuple[bool, bool, float]:
+        return await ask(None) > 0, await ask(10) > 0, now()
+
+    assert virtualtime.run(main()) == (True, True, 0.0)
+
+
+# ------------------------------------------------------------ threads that do not hold time
+
+
+def test_call_soon_threadsafe_from_the_loops_own_thread_holds_nothing() -> None:
+    # APScheduler 3 and aiocron wake themselves with call_soon_threadsafe from inside the loop.
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        for _ in range(7 * 24 * 6):  # every ten minutes for a week
+            fired = asyncio.Event()
+            loop.call_soon_threadsafe(loop.call_later, 600, fired.set)
+            await fired.wait()
+        return now()
+
+    start = time.monotonic()  # real-time: what the test measures
+    assert virtualtime.run(main()) == 7 * 24 * 3600.0
+    assert time.monotonic() - start < 0.1
+
+
+def test_a_heartbeat_thread_that_never_speaks_does_not_slow_a_virtual_hour() -> None:
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(0.001):  # real-time: a beat every millisecond
+            _burn(0.0002)
+
+    async def main() -> float:
+        beat = threading.Thread(target=heartbeat)
+        beat.start()
+        try:
+            for _ in range(3600):
+                await asyncio.sleep(1)
+        finally:
+            stop.set()
+            beat.join()
+        return now()
+
+    start = time.monotonic()  # real-time: what the test measures
+    assert virtualtime.run(main()) == 3600.0
+    assert time.monotonic() - start < 1.0
+
+
+def test_a_portal_caller_blocked_on_the_loop_does_not_hold_time() -> None:
+    # The thread on the other side of a portal speaks to the loop, then waits for it: while it
+    # waits it owes nothing, so a long sleep in the loop is at once over.
+    import anyio
+    import anyio.from_thread
+
+    start = time.monotonic()  # real-time: what the test measures
+    with anyio.from_thread.start_blocking_portal(
+        "asyncio", backend_options={"loop_factory": virtualtime.new_event_loop}
+    ) as portal:
+        for _ in range(50):
+            portal.call(anyio.sleep, 3600)
+        assert portal.call(anyio.current_time) == 50 * 3600.0
+    assert time.monotonic() - start < 1.0
+
+
+# ------------------------------------------------------------ under CPU contention
+
+
+def _serve(requests: queue.SimpleQueue[asyncio.Future[int] | None], work: float) -> None:
+    """A peer thread: CPU work for each request, the answer handed back to the loop."""
+    while (future := requests.get()) is not None:
+        spins = _burn(work)
+        future.get_loop().call_soon_threadsafe(future.set_result, spins)
+
+
+def test_a_cpu_bound_peer_thread_never_loses_while_busy_processes_load_every_core() -> None:
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+
+        async def main() -> tuple[int, int, float]:
+            requests: queue.SimpleQueue[asyncio.Future[int] | None] = queue.SimpleQueue()
+            peer = threading.Thread(target=_serve, args=(requests, 0.06))
+            peer.start()
+            answered = timeouts = 0
+            try:
+                for _ in range(15):
+                    future = asyncio.get_running_loop().create_future()
+                    requests.put(future)
+                    try:
+                        assert await asyncio.wait_for(asyncio.shield(future), 2) > 0
+                        answered += 1
+                    except TimeoutError:
+                        timeouts += 1
+                        await future  # the peer still answers; keep the requests in step
+            finally:
+                requests.put(None)
+                peer.join()
+            return answered, timeouts, now()
+
+        assert virtualtime.run(main()) == (15, 0, 0.0)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+# ------------------------------------------------------------ the thread rule, with no loop
+
+
+class _Facts:
+    """Made-up machine facts: which native ids are working (None: the machine cannot tell)."""
+
+    def __init__(self, working: set[int] | None) -> None:
+        self.working = working
+        self.watched: list[set[int]] = []
+
+    def busy(self, tids: Iterable[int]) -> tuple[int, ...] | None:
+        asked = set(tids)
+        self.watched.append(asked)
+        if self.working is None:
+            return None
+        return tuple(tid for tid in asked if tid in self.working)
+
+
+def _thread_that(action: Callable[[], object], release: threading.Event) -> threading.Thread:
+    done = threading.Event()
+
+    def run() -> None:
+        action()
+        done.set()
+        release.wait()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert done.wait(10)
+    return thread
+
+
+def test_a_thread_that_spoke_may_hold_time_only_while_the_machine_says_it_works() -> None:
+    release = threading.Event()
+    facts = _Facts(set())
+    speakers = Speakers(facts)
+    assert not speakers
+    speaker = _thread_that(speakers.note, release)
+    silent = _thread_that(lambda: None, release)
+    try:
+        assert speakers
+        assert speaker.native_id is not None
+        assert silent.native_id is not None
+        assert speakers.spoke(speaker.native_id)
+        assert not speakers.spoke(silent.native_id)
+        # Blocked (nobody working): time may move.
+        busy = speakers.look()
+        assert busy == frozenset()
+        assert not speakers.working(busy)
+        # Every other thread is watched together (GIL waiters), never the asker.
+        assert {speaker.native_id, silent.native_id} <= facts.watched[-1]
+        assert threading.get_native_id() not in facts.watched[-1]
+        # The thread that spoke works: time must wait.
+        facts.working = {speaker.native_id}
+        busy = speakers.look()
+        assert busy is not None
+        assert speakers.working(busy)
+        # A thread that never spoke works: nobody's outside work.
+        facts.working = {silent.native_id}
+        busy = speakers.look()
+        assert busy is not None
+        assert not speakers.working(busy)
+        # The machine cannot tell: the caller falls back to its grace.
+        facts.working = None
+        assert speakers.look() is None
+        assert speakers.spoke_at > 0
+    finally:
+        release.set()
+        speaker.join()
+        silent.join()
+    # A thread that spoke and ended is forgotten.
+    facts.working = set()
+    speakers.look()
+    assert not speakers
+
+
+def test_without_thread_facts_a_thread_that_spoke_holds_time_for_the_grace() -> None:
+    # Where the machine cannot say what a thread is doing (no procfs, not Linux), the loop
+    # keeps the old guess: POKE_GRACE real seconds after a thread last spoke.
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        loop._vt_world._speakers._watch = _Facts(None)  # type: ignore[attr-defined]
+        spoke = asyncio.Event()
+        release = threading.Event()
+        speaker = threading.Thread(
+            target=lambda: (loop.call_soon_threadsafe(spoke.set), release.wait())
+        )
+        speaker.start()
+        try:
+            await spoke.wait()
+            start = time.monotonic()  # real-time: what the test measures
+            await asyncio.sleep(3600)
+            return now(), time.monotonic() - start
+        finally:
+            release.set()
+            speaker.join()
+
+    virtual, real = virtualtime.run(main())
+    assert virtual == 3600.0
+    assert real >= POKE_GRACE * 0.8
+
+
+# ------------------------------------------------------------ canaries of what the model reads
+
+
+def test_canary_the_model_reads_the_next_timer_number_without_taking_it() -> None:
+    # _outside.OutsideWork._next_seq: the loop numbers timers with an itertools.count whose
+    # repr shows the next number (see Allowances).
+    async def main() -> tuple[int, int, int]:
+        loop = asyncio.get_running_loop()
+        world = loop._vt_world  # type: ignore[attr-defined]
+        before = world._next_seq()
+        again = world._next_seq()
+        handle = loop.call_later(1, int)
+        handle.cancel()
+        return before, again, world._next_seq()
+
+    before, again, after = virtualtime.run(main())
+    assert again == before, "reading the next timer number took one"
+    assert after == before + 1, (
+        "the loop's timer numbers are no longer read from an itertools.count's repr: update "
+        "virtualtime/_engine/_outside.py (OutsideWork._next_seq)"
+    )
+
+
+def test_canary_a_process_pools_manager_thread_keeps_its_pending_futures() -> None:
+    # _outside._in_process_pool: concurrent.futures.process._ExecutorManagerThread keeps the
+    # pool's unfinished work items, each with its future, in pending_work_items.
+    from concurrent.futures import process
+
+    with concurrent.futures.ProcessPoolExecutor(1) as pool:
+        future = pool.submit(_slept, 0.2)
+        managers = [
+            t for t in threading.enumerate() if isinstance(t, process._ExecutorManagerThread)
+        ]
+        items = [item for m in managers for item in m.pending_work_items.values()]
+        assert any(item.future is future for item in items), (
+            "a process pool's pending futures moved: update virtualtime/_engine/_outside.py "
+            "(_in_process_pool)"
+        )
+        future.result()

@@ -90,7 +90,16 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, Final
 
-from .._shared._threads import ANYIO_ASYNCIO, THREAD_GRACE, NewThreads, thread_table_size
+from .._shared._machine import WORKING_STATES as _WORKING_STATES
+from .._shared._machine import thread_state as _thread_state
+from .._shared._threads import (
+    ANYIO_ASYNCIO,
+    THREAD_GRACE,
+    NewThreads,
+    Speakers,
+    thread_table_size,
+)
+from .._shared._threads import threads as _threads
 from .._shared._threads import worker_threads as _worker_threads
 from .._shared._time import TICKS_PER_SECOND
 
@@ -123,6 +132,8 @@ _RECHECK_MAX: Final = 0.05
 _real_monotonic: Final = _time_module.monotonic
 _thread_table_size: Final = thread_table_size  # every round of the fast path (see _threads)
 _modules: Final = sys.modules
+_thread_table: Final[dict[int, threading.Thread]] = threading._active  # type: ignore[attr-defined]
+_UNSEEN: Final = object()
 _ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
 _FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
 _FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
@@ -183,6 +194,26 @@ def wrapped_into(future: concurrent.futures.Future[Any], loop: object) -> bool:
         getattr(cb, "__name__", "") == "_call_set_state" and _closure_refers_to(cb, loop)
         for cb in _chain_callbacks(future)
     )
+
+
+def _in_process_pool(future: concurrent.futures.Future[Any]) -> bool:
+    """Is ``future`` the future of a job a ``ProcessPoolExecutor`` has not finished yet?
+
+    concurrent.futures-private: a process pool's manager thread (``_ExecutorManagerThread``)
+    keeps the pool's unfinished work items, each with its ``future``, in
+    ``pending_work_items``.  Looked at only when a job thread waits on a future nobody else
+    claims; a canary test pins the names.
+    """
+    process = _modules.get("concurrent.futures.process")
+    manager = getattr(process, "_ExecutorManagerThread", None)
+    if manager is None:
+        return False
+    for thread in _threads():
+        if isinstance(thread, manager):
+            items = getattr(thread, "pending_work_items", None) or {}
+            if any(getattr(item, "future", None) is future for item in list(items.values())):
+                return True
+    return False
 
 
 def _frame_self(frame: FrameType) -> Any:
@@ -383,6 +414,12 @@ class OutsideWork:
         self.calm_at = -1
         """The value of :attr:`changes` when :meth:`quiet` last found nothing outside."""
         self._new_threads = NewThreads()  # the threads alive now are not new
+        self._speakers = Speakers()
+        """The threads that have handed this loop a callback (see :meth:`poked`)."""
+        self._fresh: dict[int, threading.Thread] = {}
+        """New threads (native id -> thread) not yet seen idle after their grace."""
+        self._busy: frozenset[int] | object | None = _UNSEEN
+        """This round's look at the other threads (:meth:`_busy_now`)."""
         self.listeners_wait = False
         """Whether a listening socket keeps the loop alive (see :func:`wait_for_clients`)."""
         selector.world = self
@@ -399,20 +436,29 @@ class OutsideWork:
         self.jobs.discard(job)
 
     def poked(self, callback: Callable[..., object]) -> None:
-        """Another thread handed the loop a callback (``call_soon_threadsafe``).
+        """A thread handed the loop a callback (``call_soon_threadsafe``); runs in that thread.
 
-        A thread that just spoke to the loop is likely to speak again at once -- anyio's
-        ``BlockingPortal`` starts a task, then cancels it; a GUI thread sends two requests --
-        so for :data:`POKE_GRACE` real seconds time may not jump past it.  A worker delivering its
-        job's result is not counted: its job is already over, and it says nothing more.
+        A thread that spoke to the loop is likely to speak again -- anyio's ``BlockingPortal``
+        starts a task, then cancels it; aiosqlite's worker answers every query -- so from now
+        on it is outside work while the machine says it is working (see :class:`Speakers`;
+        where the machine cannot tell, for :data:`POKE_GRACE` real seconds after it spoke).
+        Not counted: the loop's own thread (a library that calls ``call_soon_threadsafe`` from
+        inside the loop: nothing outside is involved), a thread running a job of the loop, and
+        a pool worker delivering a job's result (its job is over; the job rules covered it).
         """
-        if getattr(callback, "__name__", "") in _DELIVERIES:
+        ident = threading.get_ident()
+        if ident == getattr(self._loop, "_thread_id", None):  # asyncio-private, read only
             return
-        if threading.get_ident() in self.job_threads:
+        if ident in self.job_threads:
             return
-        self._poked = _real_monotonic()
-        # After _poked, never before: quiet() reads changes first and _poked second, so a
-        # poke it missed always leaves changes different from the calm_at it records.
+        if (
+            getattr(callback, "__name__", "") in _DELIVERIES
+            and _thread_table.get(ident) in _worker_threads()
+        ):
+            return
+        self._speakers.note()
+        # After the note, never before: quiet() reads changes first and the speakers second,
+        # so a poke it missed always leaves changes different from the calm_at it records.
         self.changes += 1
 
     def thread_started(self, *, refresh: bool = True) -> bool:
@@ -427,9 +473,13 @@ class OutsideWork:
         Which threads count is :class:`NewThreads`' rule; ``refresh=False`` right after
         :meth:`_foreign_workers` (see :meth:`NewThreads.look`).
         """
-        if not self._new_threads.look(self._loop, refresh=refresh):
+        new_threads = self._new_threads
+        if not new_threads.look(self._loop, refresh=refresh):
             return False
-        self._poked = self._new_threads.seen_at
+        for thread in new_threads.new:
+            if thread.native_id is not None:
+                self._fresh[thread.native_id] = thread
+        self._poked = new_threads.seen_at
         self.changes += 1  # after _poked, as in poked()
         return True
 
@@ -466,9 +516,11 @@ class OutsideWork:
                 _thread_table_size() == 1
                 or not (self._foreign_workers() or self.thread_started(refresh=False))
             )
-            # Another thread spoke to the loop (call_soon_threadsafe) and may speak again:
-            # the general path keeps time still for POKE_GRACE (see poked()).
+            # A thread that just started may be about to speak (see thread_started()); one
+            # that spoke may speak again while it works: the general path asks (see poked()).
             and self._poked < 0
+            and not self._speakers
+            and not self._fresh
         ):
             self.calm_at = changes
             return True
@@ -490,6 +542,10 @@ class OutsideWork:
             idents.extend(self.job_threads)
         if _thread_table_size() > 1 and self._foreign_workers():
             idents.extend(self._other_worker_threads(idents))
+        if self._speakers:
+            busy = self._busy_now()
+            if busy is not None and self._speakers.working(busy):
+                return True  # a thread that spoke to the loop is working: it may speak again
         if not idents:
             return False
         frames = sys._current_frames()
@@ -498,21 +554,90 @@ class OutsideWork:
             waited = _blocked_on(frames.get(ident))
             if waited is None or waited.done():
                 return True  # working, or about to wake up with the answer it waited for
-            if not completed_by(waited, loop) and not self._is_free(waited, frames):
+            if not completed_by(waited, loop) and not self._is_free(waited, frames, ident):
                 return True  # waiting on another pool or another loop: still outside work
         return False
 
+    def _fresh_working(self, real_now: float) -> bool:
+        """Is a thread that started during the run still working on its way to speak?
+
+        A new thread holds time for :data:`POKE_GRACE` from when the loop first saw it (see
+        :meth:`thread_started`); where the machine can tell, it goes on holding time after
+        that for as long as it works -- a producer doing 60 ms of work before its first
+        answer -- and stops counting the first time it is seen idle (a heartbeat, a thread
+        blocked on a queue).  From then on only what it does holds time.
+        """
+        if self._new_threads.seen_at + POKE_GRACE > real_now:
+            return False  # still in the grace (see pending)
+        fresh = self._fresh
+        busy = self._busy_now()
+        if busy is None:
+            fresh.clear()  # nothing to go on but the grace, which is over
+            return False
+        working = False
+        for tid, thread in list(fresh.items()):
+            # Working *now*: runnable or running at this look (the look's own reads woke it if
+            # it waits for the GIL).  Its clock having moved since the last look is not enough
+            # here -- a heartbeat that beats between two looks has not started to speak.
+            if tid in busy and _thread_state(tid) in _WORKING_STATES:
+                working = True  # counted this round even if it has just spoken
+            else:
+                del fresh[tid]
+                continue
+            if self._speakers.spoke(tid) or not thread.is_alive():
+                del fresh[tid]  # from now on the rule for threads that spoke covers it
+        return working
+
+    def _handed_over(self) -> bool:
+        """Has another thread put a callback in the loop's ready queue since it went idle?
+
+        The loop goes idle only with nothing ready, so anything there now came from outside
+        (``call_soon_threadsafe``).  A thread that spoke and at once blocked again (aiosqlite's
+        worker back on its queue) is not working any more, but what it said is waiting: time
+        must not move before the loop has run it.  asyncio-private: the loop's ``_ready``
+        deque, read only.
+        """
+        return bool(getattr(self._loop, "_ready", None))
+
+    def _busy_now(self) -> frozenset[int] | None:
+        """The other threads of the process working now (native ids; None: unknown).
+
+        Looked at once per round (see :meth:`pending`), and only when a rule needs it.
+        """
+        busy = self._busy
+        if busy is _UNSEEN:
+            busy = self._busy = self._speakers.look(self._fresh)
+        return busy  # type: ignore[return-value]
+
     def _is_free(
-        self, future: concurrent.futures.Future[Any], frames: dict[int, FrameType]
+        self,
+        future: concurrent.futures.Future[Any],
+        frames: dict[int, FrameType],
+        waiter: int,
     ) -> bool:
-        # A plain Future that no executor runs (anyio's run_sync_from_thread): the loop sets
-        # it from a callback it has already been handed.
+        """Will nothing but this loop complete ``future``, which a job thread waits on?
+
+        A plain Future that no executor runs (anyio's run_sync_from_thread, a portal's task)
+        is set by the loop -- unless a process pool runs it, or another thread is working: a
+        plain thread may be about to complete it.  (Where the machine cannot tell whether a
+        thread works, the loop is assumed to.)
+        """
         if any(
             getattr(cb, "__name__", "") in ("_call_check_cancel", "_call_set_state")
             for cb in _chain_callbacks(future)
         ):
             return False
-        return not any(_work_item_future(frame) is future for frame in frames.values())
+        if any(_work_item_future(frame) is future for frame in frames.values()):
+            return False
+        if _in_process_pool(future):
+            return False
+        busy = self._busy_now()
+        if busy:
+            thread = _thread_table.get(waiter)
+            own = getattr(thread, "native_id", None)
+            if any(tid != own for tid in busy):
+                return False
+        return True
 
     def _other_worker_threads(self, known: list[int]) -> list[int]:
         """anyio workers of this loop, and pool threads running a job wrapped into it."""
@@ -735,7 +860,19 @@ class OutsideWork:
 
         ``inf`` means: only an event (I/O, a thread's wake-up) can change it.
         """
-        if self.threads_busy():
+        changes = self.changes
+        if self._handed_over():
+            return _RECHECK_MIN
+        recheck = self._pending(real_now)
+        if recheck is None and (self.changes != changes or self._handed_over()):
+            # A thread spoke while the rules were being asked (and may have blocked again
+            # before a rule looked at it): what it said comes first.
+            return _RECHECK_MIN
+        return recheck
+
+    def _pending(self, real_now: float) -> float | None:
+        self._busy = _UNSEEN  # a new round: look at the threads afresh (once, if needed)
+        if self.threads_busy() or (self._fresh and self._fresh_working(real_now)):
             # The thread may also be about to block on this loop instead (it just called
             # run_coroutine_threadsafe), which sends no wake-up: so look again after a short,
             # growing real wait rather than sleeping until it answers.
@@ -750,6 +887,12 @@ class OutsideWork:
             if left > 0:
                 return left
             self._poked = -1.0
+        if self._speakers and self._busy_now() is None:
+            # The machine cannot say what the threads that spoke are doing: guess, from the
+            # last time one spoke.
+            left = self._speakers.spoke_at + POKE_GRACE - real_now
+            if left > 0:
+                return left
         if self.children and self.children_pending():
             return _RECHECK_MAX  # a watcher thread or pidfd wakes us; recheck for safety
         if self.signals and self.alarm_pending():
@@ -783,7 +926,8 @@ class OutsideWork:
             allowances.keep_for([entry[2] for entry in heap] + [entry[1] for entry in drives])
         due = real_at + (target - tick_at) / TICKS_PER_SECOND - real_now
         if due <= 0:
-            return 0.0
+            # The allowance is spent -- unless an answer is already waiting to be run.
+            return _RECHECK_MIN if self._handed_over() else 0.0
         return min(due, recheck)
 
     def _next_seq(self) -> int:

@@ -17,12 +17,16 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Any, Final, Protocol
+
+from ._machine import ThreadWatch, thread_cpu_ns
 
 __all__ = [
     "ANYIO_ASYNCIO",
     "THREAD_GRACE",
     "NewThreads",
+    "Speakers",
     "forget",
     "thread_table_size",
     "threads",
@@ -31,6 +35,10 @@ __all__ = [
 
 THREAD_GRACE: Final = 0.05
 """Real seconds a thread that just started (or just spoke to a run) may still speak again."""
+
+_RECENT: Final = 0.02
+"""Real seconds after its CPU clock last moved that a thread may still be waiting for the GIL
+(see :class:`Speakers`): at least two switch intervals, which are 5 ms by default."""
 
 ANYIO_ASYNCIO: Final = "anyio._backends._asyncio"
 """anyio's asyncio backend, by module name: its worker threads are looked for only once it is
@@ -103,6 +111,112 @@ _COVERED_TARGETS: Final = frozenset(
 """Threads that other rules cover, by their target's ``__qualname__`` (see :class:`NewThreads`)."""
 
 
+class _Watch(Protocol):
+    def busy(self, tids: Iterable[int]) -> tuple[int, ...] | None: ...
+
+
+class Speakers:
+    """The threads that have spoken to one run, and what the machine says they are doing.
+
+    A thread that has handed a run a callback or a result -- aiosqlite's worker, a database
+    driver's thread, the thread on the other side of a portal -- is likely to speak again, and
+    while it works, what it will say is still coming: the run must not let a virtual timeout
+    overtake it.  While it is blocked (on its queue, on an event, waiting for the run itself)
+    it owes nothing.  So a thread that spoke is outside work exactly while it is *working* --
+    runnable, running, in uninterruptible sleep, or burning CPU -- as
+    :class:`~virtualtime._shared._machine.ThreadWatch` reads it from the kernel.  A thread that
+    never spoke (a heartbeat sleeping in real time, a library's monitor) is nobody's outside
+    work, whatever it does.
+
+    Where the machine cannot tell (not Linux, no procfs) :meth:`look` answers ``None`` and the
+    caller falls back to a grace after the last word (:attr:`spoke_at`).
+
+    One look watches more than the threads that spoke: a thread waiting for the GIL reads as
+    working only while the look's reads hand the GIL round, and with several waiters the one
+    woken may be any of them (see the notes of :mod:`virtualtime._shared._machine`), so every
+    thread that may want the GIL is watched together.  Which may: one whose CPU clock moved
+    within the last :data:`_RECENT` real seconds (or two switch intervals, if longer) -- a
+    thread waiting for the GIL wakes at every switch interval to ask for it, so its clock
+    never stands still that long, while a thread parked on a queue costs one clock read per
+    look instead of a procfs read.  No asyncio here: any run (a loop, a trio clock) may keep
+    one.  ``watch`` is for tests (anything with ``ThreadWatch.busy``).
+    """
+
+    __slots__ = ("_clocks", "_spoke", "_watch", "spoke_at")
+
+    def __init__(self, watch: _Watch | None = None) -> None:
+        self._spoke: dict[int, threading.Thread | None] = {}
+        """Native id of each thread that spoke -> its ``threading`` object (None: a thread
+        ``threading`` does not know, started by a C library)."""
+        self._watch: _Watch = ThreadWatch() if watch is None else watch
+        self.spoke_at = -1.0
+        """Real time (monotonic) a thread last spoke; -1 if none ever did."""
+        self._clocks: dict[int, tuple[int, float]] = {}
+        """Native id -> (CPU clock at the last look, real time it last moved)."""
+
+    def __bool__(self) -> bool:
+        """Has any thread still alive spoken?  (Dead ones are forgotten by :meth:`look`.)"""
+        return bool(self._spoke)
+
+    def note(self) -> None:
+        """The calling thread is speaking to the run (call this in that thread)."""
+        tid = threading.get_native_id()
+        if tid not in self._spoke:
+            # A read, not threading.current_thread(): that would register a dummy thread for
+            # a thread threading does not know.
+            self._spoke[tid] = _thread_table.get(threading.get_ident())
+        self.spoke_at = _real_monotonic()
+
+    def spoke(self, tid: int) -> bool:
+        """Has the thread with native id ``tid`` spoken (and not been forgotten)?"""
+        return tid in self._spoke
+
+    def look(self, also: Iterable[int] = ()) -> frozenset[int] | None:
+        """The native ids of the process's other threads that are working now.
+
+        "Other": every thread but the caller's.  Always watched: the threads that spoke and
+        those in ``also`` (native ids); the rest when they may want the GIL (see the class's
+        notes) -- one that is not watched is not in the answer, so the answer is sure about
+        these and about any thread that ran lately.  ``None`` where the machine cannot tell.
+        Threads that spoke and have since ended are forgotten here.
+        """
+        own = threading.get_native_id()
+        spoke = self._spoke
+        for tid, thread in list(spoke.items()):
+            if (thread is not None and not thread.is_alive()) or thread_cpu_ns(tid) is None:
+                del spoke[tid]
+        watched = set(spoke)
+        watched.update(also)
+        clocks = self._clocks
+        seen: dict[int, tuple[int, float]] = {}
+        real_now = _real_monotonic()
+        window = max(_RECENT, 2 * sys.getswitchinterval())
+        for thread in threads():
+            native = thread.native_id
+            if native is None or native == own or native in watched:
+                continue
+            clock = thread_cpu_ns(native)
+            if clock is None:
+                continue  # ended
+            last = clocks.get(native)
+            if last is None or last[0] != clock:
+                seen[native] = (clock, real_now)
+                watched.add(native)
+            else:
+                seen[native] = last
+                if real_now - last[1] < window:
+                    watched.add(native)
+        self._clocks = seen
+        watched.discard(own)
+        busy = self._watch.busy(watched)
+        return None if busy is None else frozenset(busy)
+
+    def working(self, busy: Iterable[int]) -> bool:
+        """Is any thread that spoke among ``busy`` (what :meth:`look` returned)?"""
+        spoke = self._spoke
+        return any(tid in spoke for tid in busy)
+
+
 class NewThreads:
     """Notices the threads that start while a run goes on.
 
@@ -119,13 +233,15 @@ class NewThreads:
     thread.
     """
 
-    __slots__ = ("_known", "_view", "seen_at")
+    __slots__ = ("_known", "_view", "new", "seen_at")
 
     def __init__(self) -> None:
         self._view = threads()
         self._known = set(self._view)
         self.seen_at = -1.0
         """Real time (monotonic) a new thread was last seen; -1 if never."""
+        self.new: tuple[threading.Thread, ...] = ()
+        """The threads the last look that found any saw for the first time."""
 
     def look(self, loop: object = None, *, refresh: bool = True) -> bool:
         """Has a thread (other than ``loop``'s running thread) started since the last look?
@@ -146,17 +262,20 @@ class NewThreads:
         # a trio run passes no loop: its thread was running when this object was made).
         own = getattr(loop, "_thread_id", None)
         workers = _cache[1]
-        for thread in current:
-            if (
-                thread not in known
-                and thread.ident != own
-                and thread not in workers
-                and getattr(getattr(thread, "_target", None), "__qualname__", "")
-                not in _COVERED_TARGETS
-            ):
-                self.seen_at = _real_monotonic()
-                return True
-        return False
+        new = tuple(
+            thread
+            for thread in current
+            if thread not in known
+            and thread.ident != own
+            and thread not in workers
+            and getattr(getattr(thread, "_target", None), "__qualname__", "")
+            not in _COVERED_TARGETS
+        )
+        if not new:
+            return False
+        self.new = new
+        self.seen_at = _real_monotonic()
+        return True
 
     def grace_left(self, real_now: float) -> float:
         """Real seconds the newest thread still holds time (0 once its grace is over)."""
