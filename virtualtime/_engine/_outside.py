@@ -12,15 +12,22 @@ Outside work is what the outside may still **answer**, not everything that is op
   and any executor job whose future was wrapped into this loop (``asyncio.wrap_future(
   pool.submit(...))``), while they run; a job that is itself blocked waiting for *this* loop
   (``run_coroutine_threadsafe(...).result()``, anyio's ``from_thread.run``) is not, or neither
-  side could go on; a job blocked on another pool's future or another loop still is;
-* **a thread that just handed the loop a callback** (``call_soon_threadsafe``), for
-  :data:`POKE_GRACE`: it is likely to speak again at once (anyio's portal starts a task, then
-  cancels it);
+  side could go on; a job blocked on another pool's future, a process pool's future or
+  another loop still is, and so is one blocked on a plain future while another thread works
+  (it may be the one that completes it);
+* **a thread that has handed the loop a callback** (``call_soon_threadsafe`` from another
+  thread: aiosqlite's worker, a driver's thread, the far side of a portal), *while the
+  machine says it is working* -- runnable, running, or burning CPU, read from the kernel
+  (:class:`~virtualtime._shared._threads.Speakers`); blocked on its queue, an event or the
+  loop, it owes nothing.  Where the machine cannot tell (not Linux, no procfs), for
+  :data:`POKE_GRACE` real seconds after it last spoke.  ``call_soon_threadsafe`` from the
+  loop's own thread (APScheduler 3, aiocron) is nobody outside;
 * **a thread that has just started**, for the same :data:`POKE_GRACE` from when the loop first
-  sees it: a plain ``threading.Thread`` the program starts is usually about to speak to the
-  loop (a client connecting to the loop's server, a producer filling a queue); pool workers,
-  anyio's workers, asyncio's ``waitpid`` threads and the loop's own thread are left to the
-  rules for jobs and children;
+  sees it, and after that while it keeps working, until the loop first sees it idle: a plain
+  ``threading.Thread`` the program starts is usually about to speak to the loop (a client
+  connecting to the loop's server, a producer filling a queue); pool workers, anyio's
+  workers, asyncio's ``waitpid`` threads and the loop's own thread are left to the rules for
+  jobs and children;
 * **child processes** started through the loop that are still running while something waits
   for them: their exit (``proc.wait()``, ``communicate()``) or their output -- under every
   child watcher (a pidfd, a watcher thread, or a plain ``waitpid`` thread);
