@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from virtualtime import VirtualTimeError, experiment, trace
+from virtualtime import InvalidTypeError, VirtualTimeError, experiment, trace
 from virtualtime.experiment import ModelRef, Results
 
 
@@ -487,3 +487,10 @@ def _valid(case: Case, value: object) -> bool:
         return bool(case.valid(value))
     except Exception:  # a predicate that chokes on an odd value: the value is not valid
         return False
+
+
+@pytest.mark.parametrize("values", [["0"], [1.0, True], [1.0, None], np.array(["a", "b"])], ids=str)
+def test_interval_refuses_what_numpy_would_quietly_read_as_numbers(values: Any) -> None:
+    # numpy reads "0" as 0.0 and True as 1.0; found by this file's walk on 3.13 and 3.14.
+    with pytest.raises(InvalidTypeError, match="values must be real numbers"):
+        experiment.interval(values, 0.95)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from numbers import Real
 
 import numpy as np
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
+from .._shared._time import shown
 
 
 def _check_confidence(confidence: object) -> float:
@@ -37,8 +39,16 @@ def interval(values: Sequence[float] | np.ndarray, confidence: float) -> tuple[f
     level = _check_confidence(confidence)
     if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
         raise InvalidTypeError(f"values must be a sequence of numbers, got {type(values).__name__}")
-    if not isinstance(values, np.ndarray) and any(isinstance(v, bool) for v in values):
-        raise InvalidTypeError("values must be numbers, got a bool among them")
+    if not isinstance(values, np.ndarray):
+        items: Sequence[object] = values  # what a caller may really pass
+        for item in items:  # numpy would read "0" as 0.0 and True as 1.0: neither is a number
+            if isinstance(item, bool) or not isinstance(item, Real):
+                raise InvalidTypeError(
+                    f"values must be real numbers, got {shown(item)} ({type(item).__name__}) "
+                    "among them"
+                )
+    elif values.dtype.kind not in "iuf":
+        raise InvalidTypeError(f"values must be real numbers, got an array of {values.dtype}")
     try:
         data = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError) as error:
