@@ -305,6 +305,22 @@ def test_call_soon_threadsafe_from_the_loops_own_thread_holds_nothing() -> None:
     assert time.monotonic() - start < 0.1
 
 
+def test_a_callback_handed_over_before_the_run_from_its_own_thread_holds_nothing() -> None:
+    # call_soon_threadsafe before run_until_complete, from the thread that will run the loop:
+    # not a thread outside, so once the loop has looked, it is calm again.
+    loop = virtualtime.new_event_loop()
+    try:
+        loop.call_soon_threadsafe(int)
+
+        async def main() -> bool:
+            await asyncio.sleep(1)
+            return bool(loop._vt_world.calm())
+
+        assert loop.run_until_complete(main()) is True
+    finally:
+        loop.close()
+
+
 def test_a_heartbeat_thread_that_never_speaks_does_not_slow_a_virtual_hour() -> None:
     stop = threading.Event()
 

@@ -182,6 +182,9 @@ class Speakers:
         """
         own = threading.get_native_id()
         spoke = self._spoke
+        # The asker's own thread is never outside work (it may have spoken before the run
+        # began: call_soon_threadsafe before run_until_complete, from the same thread).
+        spoke.pop(own, None)
         for tid, thread in list(spoke.items()):
             if (thread is not None and not thread.is_alive()) or thread_cpu_ns(tid) is None:
                 del spoke[tid]
