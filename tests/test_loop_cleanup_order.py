@@ -89,7 +89,7 @@ second = run_all()
 print(json.dumps({"first": first, "second": second}))
 """
 
-RUNS = 20
+RUNS = 10
 
 
 def _orders(runs: int) -> list[dict[str, Any]]:

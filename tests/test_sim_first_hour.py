@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -100,7 +101,22 @@ def test_processes_left_at_the_end_are_cancelled_in_start_order_in_every_run() -
     """The order of clean-up is part of the run: ``finally`` blocks that record statistics see
     it.  A set of processes made it vary with the address of each object (run to run)."""
     start_order = list(range(20))
-    seen = {_run_python(_CLEANUP_MODEL) for _ in range(15)}
+    # Fresh processes at once (each its own address layout and hash seed), not one by one.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-W", "error", "-c", textwrap.dedent(_CLEANUP_MODEL)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": str(i)},
+        )
+        for i in range(8)
+    ]
+    seen = set()
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        seen.add(out)
     assert seen == {f"{start_order} {start_order}\n"}
 
 
