@@ -545,3 +545,39 @@ def test_canary_a_process_pools_manager_thread_keeps_its_pending_futures() -> No
             "(_in_process_pool)"
         )
         future.result()
+
+
+def test_a_closed_loop_lets_go_of_the_files_its_thread_watch_opened() -> None:
+    # The outside model reads threads from procfs through files it keeps open between looks;
+    # closing the loop closes them, though the thread that spoke lives on (an aiosqlite worker
+    # outlives its loop until its connection closes) and the loop is still referenced.
+    before = len(os.listdir("/proc/self/fd"))
+    finish = threading.Event()
+    loops = []
+    threads = []
+    try:
+        for _ in range(5):
+            loop = virtualtime.new_event_loop()
+            loops.append(loop)
+
+            async def main() -> None:
+                running = asyncio.get_running_loop()
+                answer: asyncio.Future[int] = running.create_future()
+
+                def peer() -> None:
+                    running.call_soon_threadsafe(answer.set_result, 1)
+                    finish.wait(30)  # idle, alive
+
+                thread = threading.Thread(target=peer)
+                threads.append(thread)
+                thread.start()
+                await asyncio.wait_for(answer, 5)
+                await asyncio.sleep(1)  # the model looks at the idle speaker
+
+            loop.run_until_complete(main())
+            loop.close()
+        assert len(os.listdir("/proc/self/fd")) <= before + 1
+    finally:
+        finish.set()
+        for thread in threads:
+            thread.join()

@@ -1487,12 +1487,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
-        """Like the stock method; a thread that speaks to the loop briefly holds time still.
+        """Like the stock method; a thread that speaks to the loop holds time while it works.
 
-        Another thread that just handed the loop a callback often hands it another at once
-        (anyio's ``BlockingPortal`` starts a task, then cancels it), so the outside-work model
-        lets it have :data:`virtualtime._engine._outside.POKE_GRACE` real seconds before time may
-        jump.
+        Another thread that handed the loop a callback (aiosqlite's worker, a portal) is
+        likely to hand it another, so the outside-work model counts it as outside work for as
+        long as the machine says it is working (see ``OutsideWork.poked``); where the machine
+        cannot say, for :data:`virtualtime._engine._outside.POKE_GRACE` real seconds after it
+        spoke.  Called from the loop's own thread, it holds nothing.
         """
         # Noted before the callback is handed over: the loop may run it, and go idle, before
         # this thread gets the CPU back.
@@ -2042,6 +2043,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # run among them; an anyio worker holds its loop, so forget them (else this loop
         # would never be garbage-collected).
         forget()
+        world = getattr(self, "_vt_world", None)  # (absent if __init__ failed part-way)
+        if world is not None:
+            world.close()  # the outside model's procfs files, now, not at collection
         if first and self._vt_layers:
             closed(self, self._vt_layers)
 

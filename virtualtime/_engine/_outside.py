@@ -982,6 +982,10 @@ class OutsideWork:
             newest = drives[0][1]
         return newest
 
+    def close(self) -> None:
+        """The loop closed: let go of what the model keeps open (the thread watch's files)."""
+        self._speakers.close()
+
     def forget(self) -> None:
         """Outside work ended (or the loop stopped): the next pending stretch re-anchors."""
         self.allowances.clear()

@@ -167,6 +167,17 @@ class Speakers:
             self._spoke[tid] = _thread_table.get(threading.get_ident())
         self.spoke_at = _real_monotonic()
 
+    def close(self) -> None:
+        """Close what the machine's watch keeps open (procfs files); the run has ended.
+
+        Looks made after this open what they need again, so a closed set still answers.
+        """
+        close = getattr(self._watch, "close", None)
+        if close is not None:
+            close()
+        self._spoke.clear()
+        self._clocks.clear()
+
     def spoke(self, tid: int) -> bool:
         """Has the thread with native id ``tid`` spoken (and not been forgotten)?"""
         return tid in self._spoke
