@@ -34,7 +34,7 @@ def test_configure_refuses_a_bad_option_at_the_call() -> None:
 
 @pytest.mark.parametrize("value", [10**400, -(10**5000), 2**200], ids=["e400", "-e5000", "2e200"])
 def test_a_huge_int_is_named_by_size_in_the_message(value: int) -> None:
-    with pytest.raises(InvalidValueError, match=r"start .*an int of about \d+ digits") as info:
+    with pytest.raises(InvalidValueError, match=r"start .*an int of (about )?\d+ digits") as info:
         virtualtime.new_event_loop(start=value)
     assert len(str(info.value)) < 200
 
@@ -43,7 +43,7 @@ def test_a_huge_int_is_named_by_size_in_the_message(value: int) -> None:
 def test_a_rate_past_a_trillion_is_refused(rate: float) -> None:
     with pytest.raises(InvalidValueError, match="rate must be at most 1e"):
         virtualtime.new_event_loop(rate=rate)
-    with pytest.raises(InvalidValueError, match="rate must be finite, got an int of about 401"):
+    with pytest.raises(InvalidValueError, match="rate must be finite, got an int of 401 digits"):
         virtualtime.new_event_loop(rate=10**400)
 
 

@@ -18,32 +18,20 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
 from typing import IO
 
 import pytest
+from test_cli import run, write
 
-from virtualtime.cli import EXIT_DEADLOCK, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, _progress, main
+from virtualtime.cli import EXIT_DEADLOCK, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, _progress
 from virtualtime.cli._session import Clock, Options, Session
 
 COMMAND = (sys.executable, "-m", "virtualtime", "run")
 TIMEOUT = 30.0
 """Real seconds a child may take to say what the test waits for (it takes well under one)."""
-
-
-def write(tmp_path: Path, code: str, name: str = "script.py") -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(code), encoding="utf-8")
-    return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 class Child:

@@ -9,29 +9,17 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import run, write
 
-from virtualtime.cli import EXIT_OK, EXIT_USAGE, _args, main
+from virtualtime.cli import EXIT_OK, EXIT_USAGE, _args
 from virtualtime.trace import Span, TraceRecorder, write_trace
 from virtualtime.trace import _plot as plot_module
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
-
-
-def write(tmp_path: Path, code: str, name: str = "script.py") -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(code), encoding="utf-8")
-    return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def vans_and_their_stepping_tasks(path: Path) -> Path:

@@ -111,6 +111,7 @@ from .._shared._time import (
     check_delay,
     check_finite,
     delay_ticks,
+    shown,
     ticks_at_or_after,
     to_seconds,
     to_ticks,
@@ -392,14 +393,7 @@ def _install_anyio_sleep() -> None:
     _anyio_sleep.install()
 
 
-def _short(value: object) -> str:
-    """``repr(value)``, cut short: a 400-digit int is named, not printed."""
-    text = repr(value)
-    if len(text) <= 60:
-        return text
-    if isinstance(value, int):
-        return f"an int of {len(str(abs(value)))} digits"
-    return text[:57] + "..."
+_short: Final = shown  # repr for a message: a 400-digit int is named, not printed
 
 
 def _seconds(name: str, value: object) -> float:

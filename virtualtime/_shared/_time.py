@@ -117,6 +117,8 @@ def shown(value: object) -> str:
     (``repr`` of an int past 4,300 digits even raises a ``ValueError`` of its own.)
     """
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        if value.bit_length() < 13_000:  # str() works (Python's limit is 4,300 digits)
+            return f"an int of {len(str(abs(value)))} digits"
         digits = math.floor(value.bit_length() * math.log10(2)) + 1
         return f"an int of about {digits} digits"
     text = repr(value)

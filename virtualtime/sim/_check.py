@@ -16,7 +16,7 @@ from numbers import Real
 from typing import Final
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
-from .._shared._time import NEVER, TICKS_PER_SECOND, to_ticks
+from .._shared._time import NEVER, TICKS_PER_SECOND, shown, to_ticks
 
 __all__ = [
     "HORIZON",
@@ -35,14 +35,8 @@ HORIZON: Final = NEVER / TICKS_PER_SECOND
 """The horizon of virtual time, in seconds (about 4.25e28): no instant may reach it."""
 
 
-def short(value: object) -> str:
-    """``repr(value)``, cut short: a 400-digit int is named, not printed."""
-    text = repr(value)
-    if len(text) <= 60:
-        return text
-    if isinstance(value, int):
-        return f"an int of {len(str(abs(value)))} digits"
-    return text[:57] + "..."
+short: Final = shown
+"""``repr(value)`` for a message, cut short: a 400-digit int is named, not printed."""
 
 
 def _real(name: str, value: object, what: str) -> float:
