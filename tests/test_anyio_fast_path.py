@@ -337,7 +337,8 @@ def test_a_fresh_copy_of_the_installer_takes_anyios_patched_class_as_it_is() -> 
     try:
         _anyio_sleep._state.update(backend=None, stock=None, scope_init=None)
         assert _anyio_sleep.install()
-        assert _anyio_sleep.installed() and _anyio_sleep.scopes_ordered()
+        assert _anyio_sleep.installed()
+        assert _anyio_sleep.scopes_ordered()
         assert anyio_asyncio.AsyncIOBackend.__dict__["sleep"] is sleep
         assert anyio_asyncio.CancelScope.__dict__["__init__"] is init
         assert _anyio_sleep._state["stock"] is saved["stock"]
