@@ -150,7 +150,7 @@ def test_deadlock_timeout_is_how_long_a_quiet_program_may_wait(tmp_path: Path) -
 
         def helper():
             ready.wait()
-            time.sleep(0.75)
+            time.sleep(0.75)  # real-time: the quiet spell --deadlock-timeout measures
             loop.call_soon_threadsafe(future.set_result, "woken")
 
         threading.Thread(target=helper, daemon=True).start()
