@@ -1150,11 +1150,7 @@ later_signature(LaterCaller *self, void *Py_UNUSED(closure))
     return fallback_signature(self->fallback);
 }
 
-/* __call__ as a method too (METH_COEXIST: it takes the slot wrapper's place in the type's
-   dict; calls still go through the vectorcall slot).  Its docstring's first line is the
-   signature, in Argument Clinic's convention, because unittest.mock's autospec reads the
-   signature of ``obj.__call__`` for a callable that is not a function: with it, a mocked
-   loop method refuses the calls the stock method refuses. */
+/* __call__ as a method too, for autospec: see soon_call_method. */
 static PyObject *
 later_call_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1265,11 +1261,7 @@ flag_signature(DictFlag *Py_UNUSED(self), void *Py_UNUSED(closure))
     return signature_of(NULL);
 }
 
-/* __call__ as a method too (METH_COEXIST: it takes the slot wrapper's place in the type's
-   dict; calls still go through the vectorcall slot).  Its docstring's first line is the
-   signature, in Argument Clinic's convention, because unittest.mock's autospec reads the
-   signature of ``obj.__call__`` for a callable that is not a function: with it, a mocked
-   loop method refuses the calls the stock method refuses. */
+/* __call__ as a method too, for autospec: see soon_call_method. */
 static PyObject *
 flag_call_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
