@@ -109,6 +109,7 @@ from .._shared._threads import (
 from .._shared._threads import threads as _threads
 from .._shared._threads import worker_threads as _worker_threads
 from .._shared._time import TICKS_PER_SECOND
+from ._foreign import calls_in_flight
 
 __all__ = [
     "GRACE",
@@ -902,6 +903,8 @@ class OutsideWork:
                 return left
         if self.children and self.children_pending():
             return _RECHECK_MAX  # a watcher thread or pidfd wakes us; recheck for safety
+        if calls_in_flight(self._loop):
+            return _RECHECK_MAX  # a library's own thread answers (see _foreign)
         if self.signals and self.alarm_pending():
             return signal.getitimer(signal.ITIMER_REAL)[0] + _RECHECK_MIN
         if self._selector.registered > 1:
