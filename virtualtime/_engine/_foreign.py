@@ -29,8 +29,8 @@ What it costs
 This module never imports grpc: a program that has not imported ``grpc.aio`` pays one dict
 lookup per idle round.  Once it has, a loop that gRPC has not bound to (no reader of gRPC's
 poller among its descriptors) pays a look at its registered descriptors; a loop that gRPC has
-bound to and that has a call in flight pays a check of the call tasks found last time, and
-otherwise a pass over the loop's tasks.
+bound to pays a check of the call tasks it found last time, and a pass over the loop's tasks
+only when a task has been made since (any task, with a task factory set).
 
 Servers
 -------
@@ -61,12 +61,14 @@ _CORE: Final = "grpc._cython.cygrpc"
 class _Watch:
     """What :func:`calls_in_flight` remembers about one loop between idle rounds."""
 
-    __slots__ = ("calls", "reader_fd")
+    __slots__ = ("calls", "made", "reader_fd")
 
     def __init__(self) -> None:
         self.calls: list[asyncio.Task[Any]] = []
         """The call tasks found on the last pass (checked first: a call usually outlasts
         many rounds)."""
+        self.made: str | None = None
+        """The loop's task counter at the last pass (see :func:`_tasks_made`)."""
         self.reader_fd = -1
         """The descriptor of gRPC's poller reader on this loop, once found."""
 
@@ -95,6 +97,12 @@ def calls_in_flight(loop: object) -> bool:
     if not isinstance(loop, asyncio.AbstractEventLoop) or not _bound(loop, watch):
         watch.calls = []
         return False
+    made = _tasks_made(loop)
+    if made is not None and made == watch.made:
+        # No task made since the last pass, and a call runs in tasks made when it starts.
+        watch.calls = []
+        return False
+    watch.made = made
     codes = _call_codes(calls_module)
     watch.calls = [
         task
@@ -102,6 +110,20 @@ def calls_in_flight(loop: object) -> bool:
         if getattr(task.get_coro(), "cr_code", None) in codes
     ]
     return bool(watch.calls)
+
+
+def _tasks_made(loop: asyncio.AbstractEventLoop) -> str | None:
+    """The virtual loop's count of tasks made so far, or None where it cannot tell.
+
+    A virtual loop numbers the tasks ``create_task`` makes, with one ``itertools.count``
+    (``_vt_task_number``, its bound ``__next__``): its repr shows the next number without
+    taking it.  Tasks made by a task factory (eager tasks too) are not numbered, so with a
+    factory set every pass looks at the tasks.
+    """
+    counter = getattr(getattr(loop, "_vt_task_number", None), "__self__", None)
+    if counter is None or loop.get_task_factory() is not None:
+        return None
+    return repr(counter)
 
 
 def _call_codes(calls_module: object) -> frozenset[CodeType]:
