@@ -98,7 +98,10 @@ from types import FrameType
 from typing import Any, Final
 
 from .._shared._machine import WORKING_STATES as _WORKING_STATES
+from .._shared._machine import terminal_unread_bytes as _terminal_unread_bytes
 from .._shared._machine import thread_state as _thread_state
+from .._shared._peers import GRACE as _PEER_GRACE
+from .._shared._peers import Connections
 from .._shared._threads import (
     ANYIO_ASYNCIO,
     THREAD_GRACE,
@@ -122,8 +125,9 @@ __all__ = [
     "wrapped_into",
 ]
 
-GRACE: Final = 0.02
-"""Real seconds after data arrived from an outside peer during which more may still follow."""
+GRACE: Final = _PEER_GRACE
+"""Real seconds after data arrived from a peer on another machine during which more may still
+follow (a peer on this machine is asked instead: see :mod:`virtualtime._shared._peers`)."""
 
 POKE_GRACE: Final = THREAD_GRACE
 """Real seconds a thread that just called ``call_soon_threadsafe`` may still speak again."""
@@ -155,7 +159,6 @@ _TCP_QUICKACK: Final = getattr(socket, "TCP_QUICKACK", None)
 _TCP_INFO_LEN: Final = 160
 _TCPI_STATE: Final = 0
 _TCPI_NOTSENT: Final = 144
-_TCPI_DATA_SEGS_OUT: Final = 156
 _INFLIGHT_MAX: Final = 0.25
 """Longest real time bytes between two sockets of this loop may hold time still."""
 _TCP_LISTEN: Final = 10
@@ -282,17 +285,15 @@ class CountingSelector(selectors.DefaultSelector):
 
 
 class _Peer:
-    """What the model remembers about one connected socket to an outside peer."""
+    """What the model remembers about one connected socket to an outside peer (the rest of
+    what is known about the connection lives in :class:`~virtualtime._shared._peers.Connections`,
+    which outlives a registration: a socket whose reading was paused keeps its history)."""
 
-    __slots__ = ("accepted", "label", "last_data", "sent_at_read")
+    __slots__ = ("accepted", "label")
 
     def __init__(self, label: str, accepted: bool) -> None:
         self.label = label
         self.accepted = accepted
-        self.sent_at_read = -1
-        """The kernel's count of data segments we had sent when data last arrived."""
-        self.last_data = -1.0
-        """Real time data last arrived."""
 
 
 class _Socket:
@@ -428,6 +429,8 @@ class OutsideWork:
         """New threads (native id -> thread) not yet seen idle after their grace."""
         self._busy: frozenset[int] | object | None = _UNSEEN
         """This round's look at the other threads (:meth:`_busy_now`)."""
+        self.connections = Connections(self._others_working)
+        """What is known of each connection to a peer outside the loop (may it still answer?)."""
         self.listeners_wait = False
         """Whether a listening socket keeps the loop alive (see :func:`wait_for_clients`)."""
         selector.world = self
@@ -700,14 +703,21 @@ class OutsideWork:
         try:
             sock = socket.socket(fileno=fd)
         except OSError:
+            try:
+                tty = os.isatty(fd)
+            except OSError:
+                tty = False
+            if tty:
+                return _Socket("tty", f"terminal {fd}")
             return _Socket("other", f"descriptor {fd}")
         try:
             if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != (
                 socket.SOCK_STREAM
             ):
                 if sock.family == getattr(socket, "AF_UNIX", None):
-                    # No TCP_INFO and no cheap way to see the peer: a Unix socket counts as
-                    # outside work only while a writer waits on it or TLS is mid-handshake.
+                    # No TCP_INFO: a Unix socket counts as outside work while a writer waits
+                    # on it, TLS is mid-handshake, the peer has not read what we sent, or the
+                    # peer process works (see _peers).
                     return _Socket("unix", f"unix socket {fd}")
                 return _Socket("other", f"socket {fd}")
             try:
@@ -786,19 +796,13 @@ class OutsideWork:
         Data arriving from an outside peer answers what we sent before it; the kernel's count
         of segments sent at this moment is what a later request must exceed.
         """
-        real_now = -1.0
         for key, mask in events:
             if not mask & selectors.EVENT_READ or key.fd == self.self_pipe:
                 continue
-            peer = self._kind(key).peer
-            if peer is None:
+            if self._kind(key).peer is None:
                 continue
-            info = _tcp_info(key.fd, quickack=True)
-            if info is not None:
-                peer.sent_at_read = _u32(info, _TCPI_DATA_SEGS_OUT)
-            if real_now < 0:
-                real_now = _real_monotonic()
-            peer.last_data = real_now
+            _quickack(key.fd)
+            self.connections.answered(key.fd)
 
     def _tls_pending(self, fd: int) -> bool:
         transports = getattr(self._loop, "_transports", None)
@@ -821,12 +825,21 @@ class OutsideWork:
             kind = entry.kind
             if kind in ("listening", "other"):
                 continue
+            if kind == "tty":
+                # Bytes written to a pseudo-terminal reach the other side a moment later,
+                # through a kernel work queue; the count pushes them through first.
+                if _terminal_unread_bytes(fd):
+                    recheck = _RECHECK_MIN
+                continue
             if kind == "unix":
                 key = self._selector.get_map().get(fd)
                 if self._tls_pending(fd) or (
                     key is not None and key.events & selectors.EVENT_WRITE
                 ):
                     return float("inf")
+                wait = self.connections.pending(fd, client=True, real_now=real_now)
+                if wait is not None:
+                    recheck = wait if recheck is None else min(recheck, wait)
                 continue
             key = self._selector.get_map().get(fd)
             if kind == "connecting":
@@ -850,16 +863,15 @@ class OutsideWork:
                 return float("inf")  # bytes wait to be sent, or a connect completes
             if self._tls_pending(fd):
                 return float("inf")
-            info = _tcp_info(fd)
-            if info is not None and not peer.accepted:
-                sent = _u32(info, _TCPI_DATA_SEGS_OUT)
-                if sent > max(peer.sent_at_read, 0):
-                    return float("inf")  # we spoke since its last answer: it owes us one
-            if peer.last_data >= 0:
-                left = peer.last_data + GRACE - real_now
-                if left > 0:
-                    recheck = left if recheck is None else min(recheck, left)
+            wait = self.connections.pending(fd, client=not peer.accepted, real_now=real_now)
+            if wait is not None:
+                recheck = wait if recheck is None else min(recheck, wait)
         return recheck
+
+    def _others_working(self) -> bool | None:
+        """Is another thread of this process working (a peer in another thread)?"""
+        busy = self._busy_now()
+        return None if busy is None else bool(busy)
 
     # ------------------------------------------------------------- decisions
 
@@ -986,8 +998,9 @@ class OutsideWork:
         return newest
 
     def close(self) -> None:
-        """The loop closed: let go of what the model keeps open (the thread watch's files)."""
+        """The loop closed: let go of what the model keeps open (procfs files)."""
         self._speakers.close()
+        self.connections.close()
 
     def forget(self) -> None:
         """Outside work ended (or the loop stopped): the next pending stretch re-anchors."""
@@ -1018,7 +1031,7 @@ class OutsideWork:
         return lines
 
 
-_LIVE: Final = frozenset({"outside", "other", "unix"})
+_LIVE: Final = frozenset({"outside", "other", "unix", "tty"})
 """Kinds of descriptor through which something outside may speak by itself, unasked."""
 _LIVE_WITH_LISTENERS: Final = _LIVE | {"listening"}
 
@@ -1101,20 +1114,30 @@ def _child_awaited(transport: Any) -> bool:
     return False
 
 
-def _tcp_info(fd: int, quickack: bool = False) -> bytes | None:
-    """The kernel's TCP_INFO for ``fd`` (None where there is none).
+def _quickack(fd: int) -> None:
+    """Ask the kernel to acknowledge what arrives on ``fd`` at once (Linux TCP_QUICKACK).
 
-    With ``quickack``, also ask the kernel to acknowledge what arrived at once (Linux
-    TCP_QUICKACK, re-armed at each read): a peer that wrote an answer in two small pieces
-    without TCP_NODELAY otherwise waits for our delayed ACK (~40 ms) before sending the second
-    piece, and the answer would straddle a quiet gap.  Only ACK timing changes, never data.
+    Re-armed at each read: a peer that wrote an answer in two small pieces without
+    TCP_NODELAY otherwise waits for our delayed ACK (~40 ms) before sending the second piece,
+    and the answer would straddle a quiet gap.  Only ACK timing changes, never data.
     """
+    if _TCP_QUICKACK is None:
+        return
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+    except OSError:
+        pass
+    finally:
+        sock.detach()
+
+
+def _tcp_info(fd: int) -> bytes | None:
+    """The kernel's TCP_INFO for ``fd`` (None where there is none)."""
     if _TCP_INFO is None:
         return None
     sock = socket.socket(fileno=fd)
     try:
-        if quickack and _TCP_QUICKACK is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
         info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_LEN)
     except OSError:
         return None
