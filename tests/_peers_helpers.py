@@ -139,19 +139,19 @@ async def _lines(first: bytes, reader: asyncio.StreamReader, writer: asyncio.Str
 
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        first = await reader.readline()
-        if first.startswith(b"GET "):
-            await _http(first, reader, writer)
-        else:
-            await _lines(first, reader, writer)
+        try:
+            first = await reader.readline()
+            if first.startswith(b"GET "):
+                await _http(first, reader, writer)
+            else:
+                await _lines(first, reader, writer)
+        finally:
+            writer.close()
+            await writer.wait_closed()
     except (ConnectionError, ssl.SSLError):
         pass  # the client went away mid-answer: nothing to do
     except asyncio.CancelledError:
-        return  # the peer is shutting down (a thread peer's loop cancels what is left)
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError, ssl.SSLError):
-            await writer.wait_closed()
+        pass  # the peer is shutting down (a thread peer's loop cancels what is left)
 
 
 async def serve(
