@@ -264,6 +264,23 @@ def test_a_grpc_deadline_is_real_time(process_peer: str) -> None:
         assert virtual == 0.0
 
 
+def test_a_grpc_deadline_stays_real_time_under_patched_clocks(process_peer: str) -> None:
+    # With patch_time, time.time() on the loop's thread is virtual; grpc.aio turns timeout=
+    # into a deadline with it, and its C core compares that with the real clock: an hour of
+    # virtual time first would put the deadline an hour in the past or future.  grpc is one
+    # of the modules that keep real clocks.
+    async def main() -> grpc.StatusCode:
+        await asyncio.sleep(3600)
+        async with grpc.aio.insecure_channel(process_peer) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await channel.unary_unary(_method("Nap"))(b"1.0", timeout=0.2)
+        return error.value.code()
+
+    start = time.monotonic()  # real-time: how long the deadline really took
+    assert virtualtime.run(main(), patch_time=True) == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - start < 0.9
+
+
 def test_asyncio_timeout_around_a_call_is_a_virtual_deadline(process_peer: str) -> None:
     # The loop's own timeout fires at its virtual instant, exactly, after as much real time
     # as it says (the rule for timers while outside work is pending); the call is cancelled.

@@ -149,7 +149,11 @@ def test_an_idle_keep_alive_connection_does_not_hold_time(thread_server: int) ->
     assert time.perf_counter() - t0 < 0.5
 
 
-def test_a_peer_that_never_answers_times_out_after_the_real_timeout(thread_server: int) -> None:
+def test_a_peer_blocked_reading_from_us_lets_the_timeout_fire_without_waiting(
+    thread_server: int,
+) -> None:
+    # The peer's handler thread blocks in read() on our connection, with no timeout: the
+    # kernel says it cannot answer before we speak again, so nothing holds time.
     async def main() -> float:
         timeout = aiohttp.ClientTimeout(total=0.2)
         async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -159,7 +163,7 @@ def test_a_peer_that_never_answers_times_out_after_the_real_timeout(thread_serve
 
     t0 = time.perf_counter()
     assert virtualtime.run(main()) == 0.2
-    assert 0.2 <= time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 0.15
 
 
 def test_a_timer_keeps_real_pace_while_a_request_is_in_flight(thread_server: int) -> None:

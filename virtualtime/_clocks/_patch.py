@@ -215,6 +215,9 @@ REAL_TIME_MODULES: Final = frozenset(
         "virtualtime",
         "trio._core",
         "anyio._backends",
+        # grpc.aio turns a call's timeout= into a deadline with time.time() on the loop's
+        # thread; its C core keeps deadlines on the real clock, so the deadline must be real.
+        "grpc",
     }
 )
 """Callers that keep the real clocks even on the patched thread (a name covers its submodules).

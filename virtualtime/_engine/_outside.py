@@ -828,7 +828,9 @@ class OutsideWork:
             if kind == "tty":
                 # Bytes written to a pseudo-terminal reach the other side a moment later,
                 # through a kernel work queue; the count pushes them through first.
-                if _terminal_unread_bytes(fd):
+                if _terminal_unread_bytes(fd) or self._any_thread_working():
+                    # Or another thread of ours works, and may be writing to the other side
+                    # (a terminal has no peer the kernel can name).
                     recheck = _RECHECK_MIN
                 continue
             if kind == "unix":
@@ -867,6 +869,14 @@ class OutsideWork:
             if wait is not None:
                 recheck = wait if recheck is None else min(recheck, wait)
         return recheck
+
+    def _any_thread_working(self) -> bool:
+        """Is any other thread of this process working now (every one looked at)?"""
+        if _thread_table_size() == 1:
+            return False
+        own = threading.get_native_id()
+        tids = [t.native_id for t in _threads() if t.native_id is not None and t.native_id != own]
+        return bool(self._speakers.look(tids))
 
     def _others_working(self) -> bool | None:
         """Is another thread of this process working (a peer in another thread)?"""

@@ -186,6 +186,7 @@ __all__ = [
     "pids_holding",
     "process_cpu_ns",
     "process_exit",
+    "own_descriptor",
     "process_state",
     "socket_inode",
     "tcp_info",
@@ -194,6 +195,8 @@ __all__ = [
     "thread_cpu_ns",
     "thread_state",
     "threads_of",
+    "threads_waiting_on",
+    "threads_wake_by_themselves",
     "unacknowledged_bytes",
     "unix_peer_inode",
     "unix_peer_pid",
@@ -1338,3 +1341,96 @@ def awaits_others(pid: int, ignore: Iterable[int] = ()) -> bool | None:
             # it never received on has received_ago as old as the connection.
             return True
     return False
+
+
+# System calls whose first argument is the descriptor a thread blocks on (read, recv*,
+# accept*), and those whose first argument is an epoll descriptor: by architecture.
+_ON_FD: Final[dict[str, frozenset[int]]] = {
+    "x86_64": frozenset({0, 17, 19, 45, 47, 43, 288}),
+    "aarch64": frozenset({63, 67, 65, 207, 212, 202, 242}),
+}
+_ON_EPOLL: Final[dict[str, frozenset[int]]] = {
+    "x86_64": frozenset({232, 281, 441}),
+    "aarch64": frozenset({22, 441}),
+}
+
+
+def own_descriptor(inode: int) -> int | None:
+    """The descriptor number under which this process holds the socket ``inode`` (or None)."""
+    inode = _check_id("inode", inode)
+    if not _proc():
+        return None
+    target = f"socket:[{inode}]"
+    folder = f"{_PROC}/self/fd"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    for name in names:
+        try:
+            if os.readlink(f"{folder}/{name}") == target:
+                return int(name)
+        except OSError:
+            continue
+    return None
+
+
+def threads_waiting_on(fd: int) -> tuple[int, ...] | None:
+    """The threads of this process blocked on descriptor ``fd`` (native ids).
+
+    Blocked reading it, or in ``epoll_wait`` on an epoll set that watches it (an event
+    loop in another thread serving that socket): read from each thread's
+    ``/proc/self/task/<tid>/syscall`` and the epoll set's ``fdinfo``.  ``None`` when that
+    cannot be read; an empty tuple when no thread waits on it in a way seen here (``poll`` and
+    ``select`` keep their descriptors in memory this does not read).
+    """
+    fd = _check_id("fd", fd)
+    on_fd = _ON_FD.get(_MACHINE)
+    on_epoll = _ON_EPOLL.get(_MACHINE)
+    if on_fd is None or on_epoll is None or not _proc():
+        return None
+    try:
+        tids = os.listdir(f"{_PROC}/self/task")
+    except OSError:
+        return None
+    found = []
+    watches: dict[int, bool] = {}
+    needle = f"tfd: {fd:8d} ".encode()
+    for tid in tids:
+        line = _read(f"{_PROC}/self/task/{tid}/syscall")
+        if not line:
+            continue
+        fields = line.split()
+        try:
+            number, first = int(fields[0]), int(fields[1], 16)
+        except (ValueError, IndexError):
+            continue
+        if number in on_fd and first == fd:
+            found.append(int(tid))
+        elif number in on_epoll:
+            watched = watches.get(first)
+            if watched is None:
+                info = _read(f"{_PROC}/self/fdinfo/{first}") or b""
+                watched = watches[first] = needle in info
+            if watched:
+                found.append(int(tid))
+    return tuple(found)
+
+
+def threads_wake_by_themselves(tids: Iterable[int]) -> bool | None:
+    """May any of these threads of this process wake without anybody acting (see
+    :func:`wakes_by_itself`)?  ``None`` when it cannot be told."""
+    table = _SLEEPS.get(_MACHINE)
+    if table is None or not _proc():
+        return None
+    seen = False
+    for tid in tids:
+        line = _read(f"{_PROC}/self/task/{_check_id('tid', tid)}/syscall")
+        if line is None:
+            continue
+        if not line.strip():
+            return None
+        seen = True
+        if _wakes_by_itself(line, table):
+            return True
+    return False if seen else None

@@ -92,6 +92,7 @@ class _Conn:
         "debt",
         "inode",
         "last_data",
+        "peer_fd",
         "peer_inode",
         "pids",
         "received",
@@ -116,6 +117,8 @@ class _Conn:
         self.backoff = _RECHECK
         """Real seconds before the next look while the facts hold time (doubles to a cap)."""
         self.peer_inode = 0
+        self.peer_fd = -1
+        """For a peer in this process: the descriptor of its end."""
         self.clock: int | None = None
         """The peer's CPU time when it was first seen asleep owing an answer."""
 
@@ -237,11 +240,15 @@ class Connections:
         if info.notsent_bytes:
             return math.inf  # the loop waits to write it (an event comes)
         self._note(conn, info, answer_last=None)
+        peer = _machine.tcp_peer(fd)
         if conn.where < 0:
+            if peer is not None and not peer.inode:
+                # In the peer's accept queue, not yet accepted (no process holds its end):
+                # the peer is about to take it.  Where it lives is known once it has.
+                return self._again(conn)
             self._locate(fd, conn)
         if conn.where == _REMOTE:
             return self._remote_pending(conn, client, real_now)
-        peer = _machine.tcp_peer(fd)
         if peer is None:
             return None  # the other end is gone (closed and torn down): EOF is ours to read
         conn.peer_inode = peer.inode
@@ -283,14 +290,24 @@ class Connections:
         return self._again(conn)
 
     def _peer_clock(self, conn: _Conn) -> int | None:
-        """The CPU time the peer has used (for a peer in this process: None, not asked)."""
-        if conn.where != _PROCESS:
-            return None
-        clocks = [_machine.process_cpu_ns(pid) for pid in conn.pids]
+        """The CPU time the peer has used: its process's, or its threads' in this process."""
+        if conn.where == _THREAD:
+            clocks = [_machine.thread_cpu_ns(tid) for tid in self._peer_threads(conn)]
+        else:
+            clocks = [_machine.process_cpu_ns(pid) for pid in conn.pids]
         return None if None in clocks else sum(clocks)  # type: ignore[arg-type]
+
+    def _peer_threads(self, conn: _Conn) -> tuple[int, ...]:
+        """The threads of this process serving the other end (blocked on it), if any."""
+        if conn.peer_fd < 0:
+            return ()
+        return _machine.threads_waiting_on(conn.peer_fd) or ()
 
     def _peer_wakes(self, conn: _Conn) -> bool | None:
         if conn.where == _THREAD:
+            tids = self._peer_threads(conn)
+            if tids:
+                return _machine.threads_wake_by_themselves(tids)
             own = {threading.get_native_id()}
             return _machine.wakes_by_itself(os.getpid(), ignore=own)
         answers = [_machine.wakes_by_itself(pid) for pid in conn.pids]
@@ -324,6 +341,10 @@ class Connections:
             return
         if ours:
             conn.where = _THREAD
+            peer = _machine.tcp_peer(fd)
+            if peer is not None and peer.inode:
+                found = _machine.own_descriptor(peer.inode)
+                conn.peer_fd = -1 if found is None else found
             return
         pids = _machine.peer_pids(fd)
         if pids:
