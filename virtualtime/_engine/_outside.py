@@ -33,9 +33,11 @@ Outside work is what the outside may still **answer**, not everything that is op
   child watcher (a pidfd, a watcher thread, or a plain ``waitpid`` thread);
 * **connections to peers outside this loop** (a server in another thread or process, a real
   redis): while a connect is in progress, while bytes wait to be sent, while a TLS handshake or
-  shutdown is in progress, while a request we sent has not been answered (we sent data more
-  recently than we received any), and for a short *grace* (:data:`GRACE`) after data arrived,
-  since the rest of an answer may still be in flight;
+  shutdown is in progress, and while the kernel says the peer may still answer -- bytes in
+  flight, the peer working, an answer owed that it may still wake up to give
+  (:class:`~virtualtime._shared._peers.Connections`, which the trio clock asks too); for a peer
+  on another machine, while a request is unanswered and for :data:`GRACE` after data arrived;
+* **a pseudo-terminal** with bytes on their way to our side, or while another thread works;
 * **data in the kernel between two sockets of this loop** (both ends ours) that has not been
   delivered yet -- a small TLS record held back by Nagle's algorithm, for example;
 * **a pending real alarm** (``signal.alarm`` / ``setitimer(ITIMER_REAL)``) while the loop has a

@@ -16,7 +16,8 @@ is looked up once per connection):
    the answer is on its way, or the peer has yet to see the question.  Pending.
 2. **The peer is working.**  Any thread of the peer process runnable, running, in disk wait,
    or its CPU clock moved since the last look (:class:`~._machine.ProcessWatch`); for a peer
-   in this process (a server in another thread), another thread of ours working.  It may be
+   in this process (a server in another thread), another thread of ours working (the threads
+   blocked on its socket are found from their system calls and epoll sets).  It may be
    writing the rest of an answer -- the body after the headers -- or the next one.  Pending.
 3. **An answer is owed.**  We are the client of this connection and sent bytes after its last
    answer arrived; the peer read them and sleeps.  A server that answers after a real
@@ -24,10 +25,13 @@ is looked up once per connection):
    does a broker that took a fire-and-forget message (an MQTT QoS 0 publish) and will never
    answer it.  The kernel tells them apart by what the peer does next: the first wakes up and
    answers; the second wakes up (a periodic tick -- redis and mosquitto wake every 100 ms)
-   and goes back to sleep without a word.  So the debt stands until the peer has been seen
-   asleep, then awake, then asleep again with nothing sent: then it is forgiven.  (The
-   price: a peer whose own loop ticks while it waits to answer -- uvicorn wakes every 0.1 s
-   -- looks done after its first tick.  See ``docs/loop.md``.)
+   and goes back to sleep without a word, or cannot wake at all (every thread blocked with no
+   timeout: :func:`~._machine.wakes_by_itself`).  So the debt stands until the peer has been
+   seen asleep, then awake (its CPU clock moved), then asleep again with nothing sent -- or
+   asleep with no way to wake -- and then it is forgiven, unless the peer is waiting on a
+   question of its own (:func:`~._machine.awaits_others`: a query to its database).  (The
+   price: a peer whose own loop ticks while it waits on its own timer to answer -- uvicorn
+   wakes every 0.1 s -- looks done after its first tick.  See ``docs/loop.md``.)
 4. Otherwise the peer has finished: time may move at once.  No real-time grace.
 
 For a peer on **another machine** (or where the kernel cannot say: not Linux, no procfs and no
