@@ -12,6 +12,7 @@ second of real time unless it measures a real timeout on purpose.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import socket
@@ -444,3 +445,23 @@ def test_httpx_against_an_in_process_server_measures_the_exact_delay() -> None:
 
     results: list[Any] = [virtualtime.trio.run(main) for _ in range(10)]
     assert results == [("ok", 5.0)] * 10
+
+
+# ------------------------------------------------------------ canary (trio-private)
+
+
+def test_canary_trio_entry_queue_holds_a_deque_and_a_dict_the_clock_swaps() -> None:
+    # virtualtime.trio._listen_to hears other threads call TrioToken.run_sync_soon by swapping
+    # the two containers of the run's entry queue (trio-private: TrioToken._reentry_queue and
+    # its queue/idempotent_queue fields) for subclasses.  If trio changes them, the clock stops
+    # hearing other threads (the portal start-then-cancel race comes back): this fails first.
+    async def containers() -> tuple[type, type]:
+        entry = trio.lowlevel.current_trio_token()._reentry_queue
+        return type(entry.queue), type(entry.idempotent_queue)
+
+    assert trio.run(containers) == (collections.deque, dict)
+    heard = virtualtime.trio.run(containers)
+    assert issubclass(heard[0], collections.deque)
+    assert heard[0] is not collections.deque
+    assert issubclass(heard[1], dict)
+    assert heard[1] is not dict
