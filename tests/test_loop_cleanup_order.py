@@ -225,3 +225,20 @@ def test_child_scopes_behave_as_the_set_they_replace() -> None:
         scopes.remove(a)
     assert list(scopes) == [c, b]
     assert scopes
+
+
+def test_a_swapped_asyncio_task_class_makes_the_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPython's tests of the pure-Python tasks swap asyncio.tasks.Task for tasks._PyTask; the
+    # stock loop then makes that class, and so must this one (a numbered C task would not be
+    # what those tests inspect).
+    py_task = asyncio.tasks._PyTask  # type: ignore[attr-defined]
+    monkeypatch.setattr(asyncio.tasks, "Task", py_task)
+
+    async def child() -> str:
+        return "done"
+
+    async def main() -> tuple[type, str]:
+        task = asyncio.get_running_loop().create_task(child())
+        return type(task), await task
+
+    assert virtualtime.run(main()) == (py_task, "done")

@@ -316,7 +316,8 @@ class Task(asyncio.Task[_T]):
     stepping, cancellation, ``current_task()``, eager start, its repr (the class is named
     ``Task``).  ``isinstance(t, asyncio.Task)`` holds; ``type(t) is asyncio.Task`` does not.
     Equality stays identity.  A task factory you set with ``loop.set_task_factory`` is used
-    as on any loop, and its tasks hash as they always do.
+    as on any loop, and its tasks hash as they always do; so does a task class swapped in
+    for ``asyncio.tasks.Task`` (CPython's tests of the pure-Python tasks do that).
     """
 
     __slots__ = ("_vt_order",)
@@ -326,6 +327,12 @@ class Task(asyncio.Task[_T]):
     def __hash__(self) -> int:
         return self._vt_order
 
+
+# The task class the stock create_task makes, looked up where it does (asyncio.tasks.Task,
+# at each call): code that swaps it -- CPython's own tests of the pure-Python tasks replace it
+# with tasks._PyTask -- gets its own class, unnumbered, as from the stock loop.
+_asyncio_tasks: Final = asyncio.tasks
+_STOCK_TASK: Final = asyncio.Task
 
 # The two halves of calling Task(...): the number is set between them, because the stock
 # constructor already hashes the task (it registers it in a WeakSet, to 3.13).
@@ -1364,7 +1371,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
-            if self.get_task_factory() is not None:
+            if self.get_task_factory() is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, **kwargs)
                 if self._vt_running is not None:
                     self._vt_task_made(made)
@@ -1393,7 +1400,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         ) -> asyncio.Task[Any]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
-            if self.get_task_factory() is not None:
+            if self.get_task_factory() is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, name=name, context=context, **kwargs)
                 if self._vt_running is not None:
                     self._vt_task_made(made)
@@ -1421,7 +1428,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         ) -> asyncio.Task[_T]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
-            if self.get_task_factory() is not None:
+            if self.get_task_factory() is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, name=name, context=context)
                 if self._vt_running is not None:
                     self._vt_task_made(made)
