@@ -34,18 +34,31 @@ floats.  :class:`VirtualClock` is built only on trio's public interfaces:
 The outside world
 -----------------
 Virtual time must never overtake something outside the run that may still answer.  The clock
-counts as *outside work*: a worker thread running a ``trio.to_thread.run_sync`` job (anyio's
-``to_thread`` too; a job blocked calling back into trio with ``from_thread`` does not count,
-only trio can move it); a plain thread that started during the run, for its first 50 ms (a
-blocking client about to connect to the run's server: a listening socket is not outside work,
-so nothing else would hold time until the connect lands); a child process still running (trio
-waits on its pidfd) and pipes to it; a connect or a TLS handshake in flight; a TCP connection
-to a peer outside this run that sent last, never received, or moved data in the last quarter
-second; connected datagram sockets and Unix sockets to other processes.  Not outside work:
-sockets whose both ends are in this run (an in-process server and its client -- the peer's
-address is one this run's own sockets have), listening sockets, pipes with both ends in this
-process, trio's wake-up socket, and an *idle* kept-alive connection (quiet, its last event a
-receive).
+asks the same model as the asyncio loop, read from the machine where it can be (see
+``docs/loop.md``, "When may time jump?"):
+
+* **thread jobs**: a worker thread running a ``trio.to_thread.run_sync`` job (anyio's
+  ``to_thread`` too); a job blocked calling back into trio with ``from_thread`` does not
+  count, only trio can move it;
+* **threads that call into the run** -- ``trio.from_thread``, anyio's ``BlockingPortal``,
+  ``TrioToken.run_sync_soon`` from another thread -- while the kernel says that thread works
+  (:class:`~virtualtime._shared._threads.Speakers`): it may be about to cancel what it just
+  started.  The clock hears such calls on the run's entry queue (:func:`_listen_to`).  A plain
+  thread that started during the run holds time for its first 50 ms (a blocking client about
+  to connect to the run's server: a listening socket is not outside work);
+* **children** still running (trio waits on their pidfd), pipes to them, connects in flight,
+  connected datagram sockets;
+* **connections to peers outside the run** (TCP, and Unix stream sockets to other processes):
+  :class:`~virtualtime._shared._peers.Connections` decides -- bytes in flight, the peer
+  working, an answer it still owes us (we are the client unless a listener of this run
+  accepted the connection); data that wakes a reader is noted as an answer before the reader
+  runs, and acknowledged at once (``TCP_QUICKACK``).
+
+Not outside work: sockets whose both ends are in this run (an in-process server and its client
+-- the peer's address is one this run's own sockets have), listening sockets, pipes with both
+ends in this process, trio's wake-up socket, and an *idle* connection (answered, the peer
+asleep).  A wait is read from the task's chain of awaits, through async generators too (a body
+read inside ``async for``).
 
 While outside work is pending, time does not jump: it stands still, and a deadline fires only
 once as much real time has passed as its virtual delay, then time steps to exactly that
@@ -53,8 +66,10 @@ deadline.  So a real answer never loses to a virtual timeout, quick answers arri
 virtual instant on every machine, and a peer that never answers still times out after about
 its real timeout.  The real-time count restarts whenever the run makes progress (any task
 runs, except a reader going back to the same outside wait under the same timeouts), since that
-step may have set the timer now due.  ``autojump_threshold`` remains for what the model cannot
-see, such as a socket pair handed to a plain thread.
+step may have set the timer now due: trio does not say which deadline is whose, so this stands
+for the asyncio loop's allowance per timer -- never early, possibly late while other tasks keep
+making progress.  ``autojump_threshold`` remains for what the model cannot see, such as a
+socket pair handed to a plain thread.
 
 Exact time
 ----------
