@@ -1,9 +1,10 @@
-"""anyio conformance: anyio's own test suite on stock asyncio and on virtualtime's loop.
+"""anyio conformance: anyio's own test suite, stock and on virtualtime's loop or trio clock.
 
 Run by hand (never by CI or pytest), from the project root, with the venv whose anyio and
 virtualtime you want to measure::
 
     .venv/bin/python bench/anyio_conformance.py
+    .venv/bin/python bench/anyio_conformance.py --backend trio
     .venv/bin/python bench/anyio_conformance.py -k "from_thread or to_process"
     .venv/bin/python bench/anyio_conformance.py --output anyio.md --json anyio.json
 
@@ -30,13 +31,16 @@ What it does
    pytest process that dies or exceeds ``--run-timeout`` is restarted after the test it was
    running, which is recorded as ``crashed``.
 
-   * **stock**: asyncio's own loop.
-   * **virtual**: the same tests with the asyncio backend's loop built by
-     :func:`virtualtime.new_event_loop`.
+   ``--backend`` chooses which of anyio's backends is measured (one per invocation):
 
-4. **Compares test by test** and prints: how many passed on stock asyncio, how many of those
+   * ``asyncio`` (the default): **stock** is asyncio's own loop; **virtual** runs the same
+     tests with the asyncio backend's loop built by :func:`virtualtime.new_event_loop`.
+   * ``trio``: **stock** is trio with its own clock; **virtual** runs the same tests with a
+     fresh :class:`virtualtime.trio.VirtualClock` (defaults) per test as trio's clock.
+
+4. **Compares test by test** and prints: how many passed in the stock run, how many of those
    still pass (kept), each lost one with a one-line reason, and any gained.
-5. **Runs each lost and gained test alone** (``--confirm N``, default 3 runs per loop, each in
+5. **Runs each lost and gained test alone** (``--confirm N``, default 3 runs per mode, each in
    a fresh pytest process) and says whether the difference reproduces.  In one long process a
    test can fail for a neighbour's sins -- a socket or child an earlier test leaked is
    garbage-collected during it and pytest turns the ``ResourceWarning`` into a failure -- and
@@ -52,18 +56,24 @@ it.
 The hook
 --------
 Both runs load ``bench/_anyio_conformance_plugin.py`` (``-p _anyio_conformance_plugin``,
-with ``bench/`` on ``PYTHONPATH``).  It keeps only the plain ``asyncio`` parameter of
-anyio's ``anyio_backend`` fixture (trio and anyio's own uvloop / eager-task loop factories
-are deselected, so both runs hold the same items), and in the virtual run it rewrites the
-fixture's value: ``("asyncio", options)`` becomes ``("asyncio", {**options, "loop_factory":
-virtualtime.new_event_loop})`` — anyio's documented backend option, passed on to
-``asyncio.Runner``.  A plugin fixture cannot override the one in anyio's conftest (the closer
-conftest wins), so the value is rewritten in a ``pytest_fixture_setup`` wrapper; that also
-catches modules that parametrize ``anyio_backend`` directly.  anyio's own options (its
-``debug=True``) stay, so the two runs differ only in the loop.  The plugin also counts the
-virtual loops each test creates: tests that never use the ``anyio_backend`` fixture (pure
-synchronous tests, tests that start their own loop) run on stock asyncio in both runs, and the
-report says how many compared tests really ran on a virtual loop.
+with ``bench/`` on ``PYTHONPATH``).  It keeps only the plain parameter of the measured
+backend in anyio's ``anyio_backend`` fixture, so both runs hold the same items: for asyncio,
+``asyncio`` (trio and anyio's own uvloop / eager-task loop factories are deselected); for trio,
+``trio`` (every asyncio parameter is deselected).  In the virtual run it rewrites the
+fixture's value with one of anyio's documented backend options: ``("asyncio", options)``
+becomes ``("asyncio", {**options, "loop_factory": virtualtime.new_event_loop})``, passed on to
+``asyncio.Runner``; ``("trio", options)`` becomes ``("trio", {**options, "clock":
+virtualtime.trio.VirtualClock()})``, a fresh clock each time the fixture is set up (per test),
+passed on to trio's run.  A plugin fixture cannot override the one in anyio's conftest (the
+closer conftest wins), so the value is rewritten in a ``pytest_fixture_setup`` wrapper; that
+also catches modules that parametrize ``anyio_backend`` directly.  anyio's own options (its
+``debug=True`` on asyncio) stay, so the two runs differ only in the loop or the clock.  The
+plugin also counts each test's virtual runs -- virtual loops created, or trio runs started on
+a virtual clock (counted when trio starts the clock, not when it is made): tests that never
+use the ``anyio_backend`` fixture (pure synchronous tests, tests that start their own loop or
+``trio.run``) run stock in both runs, and the report says how many compared tests really ran
+on virtual time.  The JSON names that count ``virtual_runs`` per test and ``on_virtual`` in
+all.
 """
 
 from __future__ import annotations
@@ -98,6 +108,37 @@ NOT_NEEDED: Final = frozenset({"coverage"})
 """Packages of anyio's test group that running the tests does not need."""
 MAX_RESTARTS: Final = 25
 MODES: Final = ("stock", "virtual")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One anyio backend this runner measures, and the words its report uses for it."""
+
+    name: str
+    stock: str
+    """What the stock run runs on: ``stock asyncio``."""
+    virtual: str
+    """What the virtual run adds, in the report's title: ``virtualtime's loop``."""
+    thing: str
+    """What differs between the runs, in a phrase: ``loop`` (``the virtual loop``)."""
+    made: str
+    """What a test counted as on virtual time did: ``created a virtual loop``."""
+    not_made: str
+    """And what one that was not did not: ``made no virtual loop``."""
+    own: str
+    """What a test that does not use ``anyio_backend`` starts by itself: ``loop``."""
+
+
+BACKENDS: Final = {
+    "asyncio": Backend(
+        "asyncio", "stock asyncio", "virtualtime's loop", "loop",
+        "created a virtual loop", "made no virtual loop", "loop",
+    ),
+    "trio": Backend(
+        "trio", "stock trio", "virtualtime's VirtualClock", "clock",
+        "ran on a virtual clock", "ran on no virtual clock", "trio run",
+    ),
+}  # fmt: skip
 
 
 def progress(message: str) -> None:
@@ -194,7 +235,7 @@ class Result:
     outcome: str
     reason: str = ""
     detail: str = ""
-    virtual_loops: int = 0
+    virtual_runs: int = 0
 
 
 @dataclass
@@ -231,20 +272,21 @@ def read_records(path: Path) -> tuple[dict[str, Result], list[str], bool]:
             started.append(record["nodeid"])
         elif record["kind"] == "result":
             results[record["nodeid"]] = Result(
-                record["outcome"], record["reason"], record["detail"], record["virtual_loops"]
+                record["outcome"], record["reason"], record["detail"], record["virtual_runs"]
             )
         elif record["kind"] == "finished":
             finished = True
     return results, started, finished
 
 
-def suite_env(mode: str, records: Path, skip_file: Path | None) -> dict[str, str]:
+def suite_env(mode: str, backend: str, records: Path, skip_file: Path | None) -> dict[str, str]:
     """The environment of a pytest process: anyio's tox settings plus the plugin's inputs."""
     env = dict(os.environ)
     env.update(
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
         PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")])),
         VT_ANYIO_MODE=mode,
+        VT_ANYIO_BACKEND=backend,
         VT_ANYIO_RECORDS=str(records),
         PYTHONDONTWRITEBYTECODE="1",
     )
@@ -294,7 +336,7 @@ def run_suite(mode: str, sdist: Path, work: Path, args: argparse.Namespace) -> R
     while True:
         run.processes += 1
         records = work / f"{mode}-{run.processes}.jsonl"
-        env = suite_env(mode, records, skip_file)
+        env = suite_env(mode, args.backend, records, skip_file)
         remaining = args.run_timeout - (time.monotonic() - begin)
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"\n$ {' '.join(command)}  (process {run.processes})\n")
@@ -339,7 +381,7 @@ def run_alone(mode: str, nodeid: str, sdist: Path, work: Path, args: argparse.Na
     """One test by itself in a fresh pytest process in ``mode``."""
     records = work / f"alone-{mode}.jsonl"
     records.unlink(missing_ok=True)
-    env = suite_env(mode, records, None)
+    env = suite_env(mode, args.backend, records, None)
     command = [*pytest_command(args, mode), nodeid]
     log = work / f"alone-{mode}.log"
     with open(log, "a", encoding="utf-8") as out:
@@ -404,11 +446,12 @@ class Comparison:
     kept: list[str]
     lost: list[str]
     gained: list[str]
-    on_virtual_loop: int
+    on_virtual: int
+    backend: Backend
     alone: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def collateral(self) -> list[str]:
-        """Lost tests that pass alone on both loops and failed on a leaked object's warning."""
+        """Lost tests that pass alone in both runs and failed on a leaked object's warning."""
         return [nodeid for nodeid in self.lost if "collateral" in self.verdict(nodeid)]
 
     def verdict(self, nodeid: str) -> str:
@@ -416,22 +459,22 @@ class Comparison:
         failed = (self.virtual if lost else self.stock).results.get(nodeid, Result("not run"))
         said = verdict(lost, self.alone.get(nodeid), failed.reason)
         virtual = self.virtual.results.get(nodeid)
-        if said and virtual is not None and virtual.virtual_loops == 0:
-            said += "; it made no virtual loop, so this is noise"
+        if said and virtual is not None and virtual.virtual_runs == 0:
+            said += f"; it {self.backend.not_made}, so this is noise"
         return said
 
 
-def compare(stock: Run, virtual: Run) -> Comparison:
+def compare(stock: Run, virtual: Run, backend: Backend) -> Comparison:
     stock_passed, virtual_passed = stock.passed(), virtual.passed()
     kept = sorted(stock_passed & virtual_passed)
     lost = sorted(stock_passed - virtual_passed)
     gained = sorted(virtual_passed - stock_passed)
-    on_loop = sum(
+    on_virtual = sum(
         1
         for nodeid in stock_passed
-        if nodeid in virtual.results and virtual.results[nodeid].virtual_loops > 0
+        if nodeid in virtual.results and virtual.results[nodeid].virtual_runs > 0
     )
-    return Comparison(stock, virtual, kept, lost, gained, on_loop)
+    return Comparison(stock, virtual, kept, lost, gained, on_virtual, backend)
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -472,11 +515,12 @@ def virtualtime_source() -> str:
 
 
 def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
-    stock, virtual = comparison.stock, comparison.virtual
+    stock, virtual, backend = comparison.stock, comparison.virtual, comparison.backend
+    thing = backend.thing
     n_stock = len(stock.passed())
     share = f"{100 * len(comparison.kept) / n_stock:.1f} %" if n_stock else "n/a"
     lines = [
-        f"# anyio {meta['anyio']} test suite: stock asyncio vs virtualtime's loop",
+        f"# anyio {meta['anyio']} test suite: {backend.stock} vs {backend.virtual}",
         "",
         f"- Python {meta['python']}, pytest-timeout {meta['timeout']:g} s per test"
         + (f", `-k {meta['k']}`" if meta["k"] else ""),
@@ -484,7 +528,7 @@ def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
         + "".join(f", plus `-p {name}` in the virtual run" for name in meta["virtual_plugins"]),
         f"- run {meta['date']}; stock {stock.seconds:.0f} s, virtual {virtual.seconds:.0f} s",
         "",
-        "| | stock asyncio | virtualtime loop |",
+        f"| | {backend.stock} | virtualtime {thing} |",
         "|---|---|---|",
     ]
     outcomes = sorted({*stock.counts(), *virtual.counts()})
@@ -494,11 +538,11 @@ def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"**Kept {len(comparison.kept)} of the {n_stock} tests that pass on stock asyncio "
+        f"**Kept {len(comparison.kept)} of the {n_stock} tests that pass on {backend.stock} "
         f"({share})**; lost {len(comparison.lost)}, gained {len(comparison.gained)}.  "
-        f"{comparison.on_virtual_loop} of the {n_stock} created a virtual loop in the virtual "
-        "run (the rest use no `anyio_backend` loop: synchronous tests, or tests that start "
-        "their own loop).",
+        f"{comparison.on_virtual} of the {n_stock} {backend.made} in the virtual run (the "
+        f"rest use no `anyio_backend` {thing}: synchronous tests, or tests that start their "
+        f"own {backend.own}).",
         "",
     ]
     if comparison.alone:
@@ -508,23 +552,23 @@ def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
         flaky = sum(v.startswith("flaky") for v in verdicts)
         collateral = len(comparison.collateral())
         lines += [
-            f"Each lost and gained test was then run alone, {n} time(s) per loop, each in a fresh "
-            f"pytest process (verdicts in brackets): of the {len(comparison.lost)} lost, "
+            f"Each lost and gained test was then run alone, {n} time(s) per {thing}, each in a "
+            f"fresh pytest process (verdicts in brackets): of the {len(comparison.lost)} lost, "
             f"**{again} reproduce alone**, {flaky} are flaky alone, and "
-            f"{len(verdicts) - again - flaky} pass alone on both loops — {collateral} of those "
-            "failed in the full run on a `ResourceWarning` for an object an earlier test "
+            f"{len(verdicts) - again - flaky} pass alone on both {thing}s — {collateral} of "
+            "those failed in the full run on a `ResourceWarning` for an object an earlier test "
             "leaked (collateral), the rest are races with real threads or processes.",
             "",
         ]
         if collateral and n_stock:
             fair = len(comparison.kept) + collateral
             lines += [
-                f"Not counting the collateral, the virtual loop keeps **{fair} of {n_stock} "
+                f"Not counting the collateral, the virtual {thing} keeps **{fair} of {n_stock} "
                 f"({100 * fair / n_stock:.1f} %)**.",
                 "",
             ]
     if comparison.lost:
-        lines += ["## Lost (pass on stock asyncio, not on the virtual loop)", ""]
+        lines += [f"## Lost (pass on {backend.stock}, not on the virtual {thing})", ""]
         by_module: dict[str, list[str]] = defaultdict(list)
         for nodeid in comparison.lost:
             by_module[module_of(nodeid)].append(nodeid)
@@ -541,7 +585,7 @@ def markdown(comparison: Comparison, meta: dict[str, Any]) -> str:
                 )
             lines.append("")
     if comparison.gained:
-        lines += ["## Gained (fail on stock asyncio, pass on the virtual loop)", ""]
+        lines += [f"## Gained (fail on {backend.stock}, pass on the virtual {thing})", ""]
         for nodeid in comparison.gained:
             result = stock.results.get(nodeid, Result("not run"))
             alone = comparison.verdict(nodeid)
@@ -560,7 +604,7 @@ def as_json(comparison: Comparison, meta: dict[str, Any]) -> dict[str, Any]:
             "pytest_processes": run.processes,
             "counts": run.counts(),
             "tests": {
-                nodeid: {"outcome": r.outcome, "reason": r.reason, "virtual_loops": r.virtual_loops}
+                nodeid: {"outcome": r.outcome, "reason": r.reason, "virtual_runs": r.virtual_runs}
                 for nodeid, r in sorted(run.results.items())
             },
         }
@@ -571,7 +615,7 @@ def as_json(comparison: Comparison, meta: dict[str, Any]) -> dict[str, Any]:
         "stock_passed": len(stock.passed()),
         "kept": len(comparison.kept),
         "kept_not_counting_collateral": len(comparison.kept) + len(comparison.collateral()),
-        "on_virtual_loop": comparison.on_virtual_loop,
+        "on_virtual": comparison.on_virtual,
         "lost": [
             {
                 "nodeid": nodeid,
@@ -603,8 +647,15 @@ def as_json(comparison: Comparison, meta: dict[str, Any]) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Run anyio's test suite on stock asyncio and on virtualtime's loop; "
-        "compare test by test."
+        description="Run anyio's test suite on one backend, stock and with virtualtime's loop "
+        "(asyncio) or VirtualClock (trio); compare test by test."
+    )
+    parser.add_argument(
+        "--backend",
+        choices=sorted(BACKENDS),
+        default="asyncio",
+        help="anyio backend to measure: asyncio (stock loop vs virtualtime.new_event_loop) or "
+        "trio (trio's own clock vs a fresh virtualtime.trio.VirtualClock per test) (asyncio)",
     )
     parser.add_argument("--output", type=Path, help="also write the Markdown report here")
     parser.add_argument("--json", type=Path, help="write the full results as JSON here")
@@ -629,7 +680,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=3,
         metavar="N",
-        help="run each lost and gained test alone N times per loop, in fresh processes (3; 0: off)",
+        help="run each lost and gained test alone N times per run (stock and virtual), in fresh "
+        "processes (3; 0: off)",
     )
     parser.add_argument(
         "--virtual-plugin",
@@ -637,7 +689,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         metavar="MODULE",
         help="also load this pytest plugin module in the virtual run (repeatable; it must be "
-        "importable, e.g. through PYTHONPATH): to measure an experimental change of the loop",
+        "importable, e.g. through PYTHONPATH): to measure an experimental change of the loop "
+        "or the clock",
     )
     parser.add_argument(
         "--no-install", action="store_true", help="do not install anyio's test requirements"
@@ -660,19 +713,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     version = importlib.metadata.version("anyio")
     sdist = fetch_sdist(version, args.cache_dir)
     install_test_requirements(sdist, install=not args.no_install)
-    work = args.cache_dir / f"runs-{version}"
+    backend = BACKENDS[args.backend]
+    work = args.cache_dir / f"runs-{version}-{backend.name}"
     work.mkdir(parents=True, exist_ok=True)
     runs: dict[str, Run] = {}
     for mode in MODES:
-        progress(f"running anyio {version}'s tests on the {mode} loop (log: {work / mode}.log)")
+        progress(
+            f"running anyio {version}'s tests, {backend.name} backend, {mode} run "
+            f"(log: {work / mode}.log)"
+        )
         runs[mode] = run_suite(mode, sdist, work, args)
         progress(f"  {mode}: {runs[mode].counts()} in {runs[mode].seconds:.0f} s")
-    comparison = compare(runs["stock"], runs["virtual"])
+    comparison = compare(runs["stock"], runs["virtual"], backend)
     if args.confirm and (comparison.lost or comparison.gained):
-        progress(f"running each lost and gained test alone, {args.confirm} time(s) per loop")
+        progress(f"running each lost and gained test alone, {args.confirm} time(s) per run")
         comparison.alone = confirm([*comparison.lost, *comparison.gained], sdist, work, args)
     meta: dict[str, Any] = {
         "anyio": version,
+        "backend": backend.name,
         "python": f"{platform.python_version()} ({sys.executable})",
         "virtualtime": virtualtime_source(),
         "timeout": args.timeout,
