@@ -94,19 +94,25 @@ class _Conn:
         "backoff",
         "clock",
         "debt",
+        "family",
         "inode",
         "last_data",
         "peer_fd",
         "peer_inode",
+        "peer_tids",
         "pids",
         "received",
         "sent",
         "sent_at_answer",
+        "settled",
         "where",
     )
 
-    def __init__(self, inode: int) -> None:
+    def __init__(self, inode: int, family: int) -> None:
         self.inode = inode
+        self.family = family
+        self.settled = False
+        """A look found the exchange over and the peer asleep, and nothing moved since."""
         self.where = -1  # unknown until first asked
         self.pids: tuple[int, ...] = ()
         self.received = 0
@@ -122,6 +128,8 @@ class _Conn:
         """Real seconds before the next look while the facts hold time (doubles to a cap)."""
         self.peer_inode = 0
         self.peer_fd = -1
+        self.peer_tids: tuple[int, ...] = ()
+        """For a peer in this process: the threads serving it when it was first seen asleep."""
         """For a peer in this process: the descriptor of its end."""
         self.clock: int | None = None
         """The peer's CPU time when it was first seen asleep owing an answer."""
@@ -160,7 +168,16 @@ class Connections:
         inode = info.st_ino if stat.S_ISSOCK(info.st_mode) else -1
         conn = self._conns.get(fd)
         if conn is None or conn.inode != inode:
-            conn = self._conns[fd] = _Conn(inode)
+            family = -1
+            if inode >= 0:
+                try:
+                    probe = socket.socket(fileno=fd)
+                except OSError:
+                    inode = -1
+                else:
+                    family = probe.family
+                    probe.detach()
+            conn = self._conns[fd] = _Conn(inode, family)
         return conn
 
     def forget(self, fd: int) -> None:
@@ -192,10 +209,14 @@ class Connections:
         conn.sent_at_answer = conn.sent
         conn.debt = _FORGIVEN
 
-    def _note(self, conn: _Conn, info: _machine.TcpInfo, *, answer_last: bool | None) -> None:
-        """Bring ``conn``'s counters up to ``info``; an answer arrived if bytes came in."""
+    def _note(self, conn: _Conn, info: _machine.TcpInfo, *, answer_last: bool | None) -> bool:
+        """Bring ``conn``'s counters up to ``info``; an answer arrived if bytes came in.
+
+        Returns whether a counter moved since the last look.
+        """
         received = info.bytes_received if info.bytes_received is not None else conn.received
         sent = _sent(info)
+        moved = received != conn.received or sent != conn.sent
         if received != conn.received:
             if answer_last is None:
                 # Both moved since the last look (or only the answer did): which came last?
@@ -214,6 +235,7 @@ class Connections:
             conn.debt = _OWED  # a new question: the peer has yet to read it
             conn.backoff = _RECHECK
         conn.sent = sent
+        return moved
 
     # ------------------------------------------------------------------ the question
 
@@ -228,23 +250,22 @@ class Connections:
         conn = self._conn(fd)
         if conn is None or conn.inode < 0:
             return None
-        try:
-            family = socket.socket(fileno=fd)
-        except OSError:
-            return None
-        try:
-            kind = family.family
-        finally:
-            family.detach()
-        if kind == socket.AF_UNIX:
+        if conn.family == socket.AF_UNIX:
             return self._unix_pending(fd, conn)
         info = _machine.tcp_info(fd)
         if info is None:
             return None
         if info.notsent_bytes:
             return math.inf  # the loop waits to write it (an event comes)
-        self._note(conn, info, answer_last=None)
-        peer = _machine.tcp_peer(fd)
+        if self._note(conn, info, answer_last=None) or not conn.settled:
+            conn.settled = False
+            peer = _machine.tcp_peer(fd)
+        elif conn.where == _PROCESS:
+            # Nothing moved since a look found the exchange over and the peer asleep: no bytes
+            # can be in flight, only the peer itself may have started working (or dying).
+            return self._again(conn) if self._peer_working(conn) else None
+        else:
+            peer = _machine.tcp_peer(fd)
         if conn.where < 0:
             if peer is not None and not peer.inode:
                 # In the peer's accept queue, not yet accepted (no process holds its end):
@@ -262,7 +283,10 @@ class Connections:
         if working is None:
             return self._remote_pending(conn, client, real_now)
         if not client or conn.debt == _FORGIVEN:
-            return self._again(conn) if working else None
+            if working:
+                return self._again(conn)
+            conn.settled = True
+            return None
         return self._debt(conn, working)
 
     def _again(self, conn: _Conn) -> float:
@@ -280,6 +304,8 @@ class Connections:
         if conn.debt == _OWED:
             conn.debt = _ASLEEP
             conn.backoff = _RECHECK
+            if conn.where == _THREAD:
+                conn.peer_tids = self._peer_threads(conn)
             conn.clock = self._peer_clock(conn)
         elif conn.debt == _ASLEEP and self._peer_clock(conn) != conn.clock:
             conn.debt = _WOKE  # it ran since (a tick too short for a look to catch it running)
@@ -289,6 +315,7 @@ class Connections:
             if not self._peer_awaits(conn):
                 conn.debt = _FORGIVEN
                 conn.sent_at_answer = conn.sent
+                conn.settled = True
                 return None
             conn.debt = _ASLEEP
         return self._again(conn)
@@ -296,7 +323,9 @@ class Connections:
     def _peer_clock(self, conn: _Conn) -> int | None:
         """The CPU time the peer has used: its process's, or its threads' in this process."""
         if conn.where == _THREAD:
-            clocks = [_machine.thread_cpu_ns(tid) for tid in self._peer_threads(conn)]
+            # The threads seen serving it when it fell asleep: one that is awake now is not
+            # blocked on the socket, and would drop out of a fresh look.
+            clocks = [_machine.thread_cpu_ns(tid) for tid in conn.peer_tids]
         else:
             clocks = [_machine.process_cpu_ns(pid) for pid in conn.pids]
         return None if None in clocks else sum(clocks)  # type: ignore[arg-type]
