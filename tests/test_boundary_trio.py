@@ -190,6 +190,33 @@ def test_httpx_keep_alive_requests_to_a_thread_peer_never_time_out(plain: dict[s
     assert _timed(main)[0] == (60, 0)
 
 
+def test_a_streamed_answer_with_work_between_chunks_never_trips_a_per_chunk_read_timeout(
+    plain: dict[str, int],
+) -> None:
+    # Server-sent-events-like: the headers, then four chunks, each after 100 ms of the peer's
+    # CPU work.  httpcore sets its read timeout (0.25 s) afresh for each chunk, inside the async
+    # generators the body is read through: each is a new timer, whose real-time allowance
+    # starts when it is set -- not when the stream began, 0.4 s earlier by the last chunk.
+    async def main() -> tuple[int, int, float]:
+        streamed = timeouts = 0
+        timeout = httpx.Timeout(5, read=0.25)
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            for _ in range(2):
+                url = f"http://127.0.0.1:{plain['process']}/chunked/4/100"
+                try:
+                    async with client.stream("GET", url) as response:
+                        body = b"".join([chunk async for chunk in response.aiter_raw()])
+                    assert body.count(b"data: part") == 4
+                    streamed += 1
+                except httpx.ReadTimeout:
+                    timeouts += 1
+        return streamed, timeouts, trio.current_time()
+
+    (streamed, timeouts, virtual), real = _timed(main)
+    assert (streamed, timeouts) == (2, 0)
+    assert virtual <= real / 10
+
+
 # ------------------------------------------------- threads calling into the run
 
 

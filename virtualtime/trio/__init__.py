@@ -1466,9 +1466,19 @@ def _timers_of(task: trio.lowlevel.Task) -> frozenset[tuple[int, float]]:
 
     coro: typing.Any = task.coro
     while coro is not None:
+        if type(coro) in _AGEN_STEPS:
+            # Inside ``async for``: the generator's own scopes count too -- a library's read
+            # timeout set afresh for each chunk (httpcore) is a new timer.
+            coro = _generator_of(coro)
+            if coro is None:
+                break
         for ref in gc.get_referents(coro):
             visit(ref, 0)
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        coro = (
+            getattr(coro, "cr_await", None)
+            or getattr(coro, "gi_yieldfrom", None)
+            or getattr(coro, "ag_await", None)
+        )
     return frozenset(found)
 
 
