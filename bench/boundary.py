@@ -283,10 +283,12 @@ class _Peers:
         self._server: tuple[ssl.SSLContext, Path] | None = None
 
     def port(self, kind: str) -> int:
-        """``thread``, ``process``, ``tls-thread``, ``tls-process`` or ``redis``."""
+        """``thread``, ``process``, ``tls-thread``, ``tls-process``, ``redis`` or ``mqtt``."""
         if kind not in self.ports:
             if kind == "redis":
                 self.ports[kind] = self.stack.enter_context(_redis_server())
+            elif kind == "mqtt":
+                self.ports[kind] = self.stack.enter_context(_mosquitto())
             elif kind.startswith("tls-"):
                 server, pem = self._server_tls()
                 where = kind.removeprefix("tls-")
@@ -338,6 +340,29 @@ def _redis_server() -> Iterator[int]:
         proc.terminate()
         proc.wait()
         proc.stdout.close()
+
+
+@contextlib.contextmanager
+def _mosquitto() -> Iterator[int]:
+    """A real MQTT broker (Debian's ``mosquitto``) on a free port of 127.0.0.1."""
+    binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not Path(binary).exists():
+        raise RuntimeError("mosquitto is not installed (apt-get install mosquitto)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    proc = subprocess.Popen([binary, "-p", str(port)], stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.01)  # real-time: waiting for the broker to listen
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 async def _requests(
@@ -609,6 +634,70 @@ async def redis_poll() -> Result:
     return 0, 0
 
 
+async def mqtt_publish() -> Result:
+    """One MQTT QoS 0 publish (fire and forget) to a real broker, then 120 virtual seconds.
+
+    Raw MQTT 3.1.1 packets: CONNECT (keep-alive 60 s), CONNACK, PUBLISH, then a PINGREQ at
+    each keep-alive, answered by the broker, as a client library would.
+    """
+    reader, writer = await asyncio.open_connection("127.0.0.1", PEERS.port("mqtt"))
+    try:
+        writer.write(bytes([0x10, 13, 0, 4]) + b"MQTT" + bytes([4, 2, 0, 60, 0, 1]) + b"b")
+        await writer.drain()
+        async with asyncio.timeout(5):
+            assert await reader.readexactly(4) == bytes([0x20, 2, 0, 0])  # CONNACK
+        writer.write(bytes([0x30, 10, 0, 3]) + b"a/bhello")  # PUBLISH, QoS 0: never answered
+        await writer.drain()
+        lost = 0
+        for _ in range(2):
+            await asyncio.sleep(60)
+            writer.write(bytes([0xC0, 0]))  # PINGREQ
+            await writer.drain()
+            try:
+                async with asyncio.timeout(5):
+                    assert await reader.readexactly(2) == bytes([0xD0, 0])  # PINGRESP
+            except TimeoutError:
+                lost += 1
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return lost, 2
+
+
+async def double(ctx: dict[str, Any], x: int) -> int:
+    """The arq case's job (arq finds a job's function by its qualified name)."""
+    return 2 * x
+
+
+async def arq_hour() -> Result:
+    """An arq worker (real redis) running for one virtual hour: one job, polls every 0.5 s."""
+    from arq.connections import RedisSettings, create_pool
+    from arq.worker import Worker
+
+    settings = RedisSettings(port=PEERS.port("redis"))
+    pool = await create_pool(settings)
+    worker = Worker(functions=[double], redis_settings=settings, handle_signals=False)
+    running = asyncio.create_task(worker.async_run())
+    lost = 0
+    try:
+        job = await pool.enqueue_job("double", 21)
+        assert job is not None
+        try:
+            answer = await job.result(timeout=10)
+        except TimeoutError:
+            lost += 1
+        else:
+            assert answer == 42
+        await asyncio.sleep(3600)
+    finally:
+        await worker.close()
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await pool.aclose()
+    return lost, 1
+
+
 async def pings() -> Result:
     reader, writer = await asyncio.open_connection("127.0.0.1", PEERS.port("process"))
     lost = 0
@@ -691,6 +780,8 @@ CASES: dict[str, tuple[str, Callable[[], Coroutine[Any, Any, Result] | Result]]]
     ),
     "redis-poll": ("idle: a redis GET every 0.5 s for 600 virtual s", redis_poll),
     "pings": ("idle: 30 pings 20 virtual s apart (10 virtual min)", pings),
+    "mqtt": ("idle: an MQTT QoS 0 publish to mosquitto, then 120 virtual s", mqtt_publish),
+    "arq": ("idle: an arq worker on a real redis for one virtual hour", arq_hour),
 }
 
 VIRTUAL_SECONDS: dict[str, float] = {
@@ -699,6 +790,8 @@ VIRTUAL_SECONDS: dict[str, float] = {
     "anyio-idle": 9,
     "redis-poll": 600,
     "pings": 600,
+    "mqtt": 120,
+    "arq": 3600,
 }
 """The socket idle cases' virtual length: their cells also say real seconds per virtual hour."""
 
@@ -740,7 +833,7 @@ def run_case(key: str) -> tuple[Result, float]:
 
 def start_peers() -> None:
     """Start every peer before the first case, so that no case's time includes a start-up."""
-    for kind in ("thread", "process", "tls-thread", "tls-process", "redis"):
+    for kind in ("thread", "process", "tls-thread", "tls-process", "redis", "mqtt"):
         try:
             PEERS.port(kind)
         except Exception as error:  # no redis-server: its case will say so

@@ -691,3 +691,14 @@ def test_a_watch_refuses_bad_input_before_it_changes_what_it_remembers() -> None
     assert remembered
     assert watch._last == {}
     assert remembered != {}
+
+
+def test_whether_procfs_exists_is_known_before_any_loop_asks() -> None:
+    # A loop's idle path must not stat anything (anyio's blockbuster turns a blocking call on
+    # a loop's thread into an error that kills the loop): the answer for the real /proc is
+    # known from the import, in a fresh interpreter.
+    code = "import virtualtime._shared._machine as m; print(m._proc_seen)"
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert shown == f"{{'/proc': {sys.platform.startswith('linux')}}}"

@@ -157,7 +157,6 @@ _FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
 # "answered or not" part of the model is skipped (connects, buffered writes, TLS and the grace
 # still count).
 _TCP_INFO: Final = getattr(socket, "TCP_INFO", None)
-_TCP_QUICKACK: Final = getattr(socket, "TCP_QUICKACK", None)
 _TCP_INFO_LEN: Final = 160
 _TCPI_STATE: Final = 0
 _TCPI_NOTSENT: Final = 144
@@ -803,8 +802,7 @@ class OutsideWork:
                 continue
             if self._kind(key).peer is None:
                 continue
-            _quickack(key.fd)
-            self.connections.answered(key.fd)
+            self.connections.answered(key.fd)  # (and acknowledged at once)
 
     def _tls_pending(self, fd: int) -> bool:
         transports = getattr(self._loop, "_transports", None)
@@ -1124,24 +1122,6 @@ def _child_awaited(transport: Any) -> bool:
         if waiter:
             return True
     return False
-
-
-def _quickack(fd: int) -> None:
-    """Ask the kernel to acknowledge what arrives on ``fd`` at once (Linux TCP_QUICKACK).
-
-    Re-armed at each read: a peer that wrote an answer in two small pieces without
-    TCP_NODELAY otherwise waits for our delayed ACK (~40 ms) before sending the second piece,
-    and the answer would straddle a quiet gap.  Only ACK timing changes, never data.
-    """
-    if _TCP_QUICKACK is None:
-        return
-    sock = socket.socket(fileno=fd)
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
-    except OSError:
-        pass
-    finally:
-        sock.detach()
 
 
 def _tcp_info(fd: int) -> bytes | None:

@@ -240,6 +240,12 @@ def _proc() -> bool:
     return present
 
 
+# Asked once, at import: a loop asks on its idle path, and a stat there is a blocking call on
+# the loop's thread -- which anyio's test suite (blockbuster) turns into an error that kills
+# the loop.
+_proc()
+
+
 def _check_id(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidTypeError(f"{name} must be an int, got {value!r}")

@@ -196,7 +196,14 @@ class Connections:
 
         It orders the answer after everything we had sent, exactly; without the hint a look
         that finds both counters moved orders them by the kernel's millisecond timestamps.
+        It also asks the kernel to acknowledge what arrived at once (Linux ``TCP_QUICKACK``,
+        re-armed at each answer: the kernel drops the mode by itself).  Our acknowledgement
+        is otherwise delayed by 40 ms or more, and until it goes the peer's side shows bytes
+        in flight (pending, by rule 1), and a peer that writes its answer in two small pieces
+        without ``TCP_NODELAY`` waits for it before the second.  Only the timing of
+        acknowledgements changes, never data.
         """
+        _acknowledge_now(fd)
         conn = self._conn(fd)
         if conn is None or conn.inode < 0:
             return
@@ -392,3 +399,22 @@ class Connections:
         # Working now: another process cannot be waiting for a GIL of ours, and its clock
         # having moved since the last look is mostly the answer we have just read.
         return self._processes.working(conn.pids, since_last=False)
+
+
+_TCP_QUICKACK: Final = getattr(socket, "TCP_QUICKACK", None)
+
+
+def _acknowledge_now(fd: int) -> None:
+    """Set ``TCP_QUICKACK`` on ``fd`` (nothing for a socket that is not TCP, or off Linux)."""
+    if _TCP_QUICKACK is None:
+        return
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+    except OSError:
+        pass  # not TCP (a Unix connection): nothing to acknowledge
+    finally:
+        sock.detach()

@@ -981,8 +981,7 @@ class VirtualClock(trio.abc.Clock):
             if unread is None or unread > 0:
                 del reads[task]  # read on its next wait (or gone)
                 if unread:
-                    _quickack(number)
-                    self._conns.answered(number)
+                    self._conns.answered(number)  # (and acknowledged at once)
 
     def _describe_fd(self, task: trio.lowlevel.Task, wait: _Wait) -> tuple[int, object, int, int]:
         """``(fd class, peer address, descriptor number, local TCP port)`` of what ``task``
@@ -1367,32 +1366,6 @@ def _listen_to(token: trio.lowlevel.TrioToken, heard: _abc.Callable[[], None]) -
     entry.queue = _HeardQueue(queue, heard)  # type: ignore[union-attr]
     entry.idempotent_queue = _HeardSet(idempotent, heard)  # type: ignore[union-attr]
     return True
-
-
-_TCP_QUICKACK: typing.Final = getattr(socket, "TCP_QUICKACK", None)
-
-
-def _quickack(number: int) -> None:
-    """Acknowledge what arrived on a TCP connection now, not after the delayed-ACK timer.
-
-    Linux delays our acknowledgement of an answer by 40 ms or more; until it goes, the peer's
-    side shows bytes in flight (rule 1 of the connection model: pending), and a peer that
-    writes its answer in two small pieces without ``TCP_NODELAY`` waits for it before the
-    second.  Re-armed at each answer (the kernel drops the mode by itself).  Only the timing
-    of acknowledgements changes, never data.  (The asyncio loop does the same.)
-    """
-    if _TCP_QUICKACK is None:
-        return
-    try:
-        sock = socket.socket(fileno=number)
-    except OSError:
-        return
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
-    except OSError:
-        pass  # not TCP (a Unix connection): nothing to acknowledge
-    finally:
-        sock.detach()
 
 
 def _pipe_is_ours(number: int, info: os.stat_result) -> bool:
