@@ -581,6 +581,39 @@ def pty_from_thread() -> Result:
     return result
 
 
+def trio_keep_alive() -> Result:
+    """trio with a ``VirtualClock``: 30 requests on one kept-alive connection to the process
+    server, answered after 300 ms (CPU, a blocking sleep, an asyncio sleep), each under a fresh
+    ``fail_after(5)``."""
+    import trio
+
+    from virtualtime.trio import VirtualClock
+
+    port = PEERS.port("process")
+    kinds = [b"cpu", b"sleep", b"async"]
+
+    async def main() -> Result:
+        lost = 0
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            buffer = b""
+            for i in range(30):
+                try:
+                    with trio.fail_after(5):
+                        await stream.send_all(kinds[i % 3] + b" 300\n")
+                        while b"\n" not in buffer:
+                            buffer += await stream.receive_some(4096)
+                except trio.TooSlowError:
+                    lost += 1
+                    while b"\n" not in buffer:  # the answer is on its way: stay in step
+                        buffer += await stream.receive_some(4096)
+                buffer = buffer.split(b"\n", 1)[1]
+        return lost, 30
+
+    result: Result = trio.run(main, clock=VirtualClock())
+    return result
+
+
 async def fire_and_forget() -> Result:
     reader, writer = await asyncio.open_connection("127.0.0.1", PEERS.port("process"))
     try:
@@ -747,9 +780,10 @@ CASES: dict[str, tuple[str, Callable[[], Coroutine[Any, Any, Result] | Result]]]
     "tls-process": ("TLS, process server: 30 answers of 100 ms of CPU", tls_process_server),
     "httpx": ("httpx keep-alive, process server: 30 answers of 100 ms", httpx_keep_alive),
     "aiohttp": ("aiohttp keep-alive, process server: 30 answers of 100 ms", aiohttp_keep_alive),
-    # "trio-keep-alive": the trio keep-alive client case goes here (another engineer adds
-    #     it): a sync function that runs trio.run with a virtualtime.trio.VirtualClock against
-    #     PEERS.port("process") and returns (lost, total), as pty_from_thread does.
+    "trio-keep-alive": (
+        "trio (VirtualClock) keep-alive, process server: 30 answers of 300 ms",
+        trio_keep_alive,
+    ),
     "split-thread": ("split answer, thread server: head, 50 ms of CPU, body; x30", split_thread),
     "split-process": (
         "split answer, process server: head, 50 ms of CPU, body; x30",
