@@ -304,8 +304,11 @@ def test_a_task_another_thread_starts_and_cancels_is_always_cancelled(via: str) 
     try:
         for _ in range(200):
             _start_then_cancel(run, outcomes, via)
-        # Everything said has been heard: the last cancel was delivered before this call ran.
+        # Everything said has been heard: the last cancel was delivered before this call ran;
+        # and every task it started has taken its first step (one started in the last batch
+        # would otherwise meet the nursery's own cancellation at close, and say nothing).
         trio.from_thread.run_sync(lambda: None, trio_token=run.token)
+        trio.from_thread.run(trio.testing.wait_all_tasks_blocked, trio_token=run.token)
     finally:
         run.close()
     assert (outcomes.count("cancelled"), len(outcomes)) == (200, 200)
