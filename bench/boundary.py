@@ -40,15 +40,12 @@ import contextlib
 import inspect
 import os
 import queue
-import shutil
-import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -286,9 +283,9 @@ class _Peers:
         """``thread``, ``process``, ``tls-thread``, ``tls-process``, ``redis`` or ``mqtt``."""
         if kind not in self.ports:
             if kind == "redis":
-                self.ports[kind] = self.stack.enter_context(_redis_server())
+                self.ports[kind] = self.stack.enter_context(peers.redis_server())
             elif kind == "mqtt":
-                self.ports[kind] = self.stack.enter_context(_mosquitto())
+                self.ports[kind] = self.stack.enter_context(peers.mosquitto())
             elif kind.startswith("tls-"):
                 server, pem = self._server_tls()
                 where = kind.removeprefix("tls-")
@@ -318,51 +315,6 @@ class _Peers:
 
 
 PEERS = _Peers()
-
-
-@contextlib.contextmanager
-def _redis_server() -> Iterator[int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise RuntimeError("redis-server is not installed")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    try:
-        for line in proc.stdout:
-            if "Ready to accept connections" in line:
-                break
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait()
-        proc.stdout.close()
-
-
-@contextlib.contextmanager
-def _mosquitto() -> Iterator[int]:
-    """A real MQTT broker (Debian's ``mosquitto``) on a free port of 127.0.0.1."""
-    binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    if not Path(binary).exists():
-        raise RuntimeError("mosquitto is not installed (apt-get install mosquitto)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    proc = subprocess.Popen([binary, "-p", str(port)], stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.01)  # real-time: waiting for the broker to listen
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 async def _requests(
@@ -840,17 +792,6 @@ long as its virtual sleeps say would otherwise take minutes."""
 # ------------------------------------------------------------------------------ harness
 
 
-@contextlib.contextmanager
-def busy_processes(count: int) -> Iterator[None]:
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-
-
 def run_case(key: str) -> tuple[Result, float]:
     case = CASES[key][1]
     start = time.monotonic()
@@ -937,7 +878,7 @@ def main() -> None:
         if SOCKET_CASES.intersection(keys):
             start_peers()
         for load in args.loads:
-            with busy_processes(load):
+            with peers.busy_processes(load):
                 for key in keys:
                     print(f"load {load}: {key}", file=sys.stderr)
                     cells[key, load] = cell(key)

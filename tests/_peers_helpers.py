@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -253,6 +255,51 @@ def start_killable() -> tuple[subprocess.Popen[str], int]:
     port = int(proc.stdout.readline())
     proc.stdout.close()
     return proc, port
+
+
+@contextlib.contextmanager
+def service(argv: list[str], ready: str, stream: str = "stdout") -> Iterator[int]:
+    """A real service (redis-server, mosquitto) on a free port of 127.0.0.1; yields the port.
+
+    ``{port}`` in ``argv`` becomes the port; blocks until the service prints ``ready`` on
+    ``stream`` (``stdout`` or ``stderr``).  Debian's packages: ``.ci/run`` installs them.
+    """
+    binary = shutil.which(argv[0]) or shutil.which(argv[0], path="/usr/sbin:/usr/bin")
+    if binary is None:
+        raise RuntimeError(f"{argv[0]} is not installed (.ci/run installs it with apt)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    args = [binary, *(arg.format(port=port) for arg in argv[1:])]
+    if stream == "stdout":
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        output = proc.stdout
+    else:
+        proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        output = proc.stderr
+    assert output is not None
+    try:
+        for line in output:  # blocks until the service says it is ready (or exits)
+            if ready in line:
+                break
+        else:
+            raise RuntimeError(f"{argv[0]} exited with {proc.wait()}")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        output.close()
+
+
+def redis_server() -> contextlib.AbstractContextManager[int]:
+    """A real redis-server (no persistence) on a free port; yields the port."""
+    argv = ["redis-server", "--port", "{port}", "--bind", "127.0.0.1", "--save", ""]
+    return service([*argv, "--appendonly", "no"], "Ready to accept connections")
+
+
+def mosquitto() -> contextlib.AbstractContextManager[int]:
+    """A real MQTT broker (mosquitto, verbose so that it says when it is ready)."""
+    return service(["mosquitto", "-v", "-p", "{port}"], "running", "stderr")
 
 
 @contextlib.contextmanager

@@ -25,10 +25,7 @@ import asyncio
 import contextlib
 import os
 import queue
-import shutil
-import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -78,26 +75,8 @@ def secure(tls: tuple[ssl.SSLContext, ssl.SSLContext, Path]) -> Iterator[dict[st
 
 @pytest.fixture(scope="module")
 def redis_port() -> Iterator[int]:
-    binary = shutil.which("redis-server")
-    assert binary is not None, "redis-server is not installed (.ci/run installs it with apt)"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # blocks until redis says it is ready (or exits)
-        if "Ready to accept connections" in line:
-            break
-    else:
-        pytest.fail(f"redis-server exited with {proc.wait()}")
-    yield port
-    proc.terminate()
-    proc.wait(timeout=10)
-    proc.stdout.close()
+    with peers.redis_server() as port:
+        yield port
 
 
 Outcome = tuple[int, int, float]

@@ -13,7 +13,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import math
-import shutil
 import signal
 import socket
 import ssl
@@ -25,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import _peers_helpers as peers
 import aiohttp
 import aiohttp.web
 import httpx
@@ -72,27 +72,8 @@ def process_server() -> Iterator[int]:
 
 @pytest.fixture(scope="module")
 def redis_port() -> Iterator[int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (.ci/run installs it with apt)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # blocks until redis says it is ready (or exits)
-        if "Ready to accept connections" in line:
-            break
-    else:
-        pytest.fail(f"redis-server exited with {proc.wait()}")
-    yield port
-    proc.terminate()
-    proc.wait(timeout=10)
-    proc.stdout.close()
+    with peers.redis_server() as port:
+        yield port
 
 
 # ------------------------------------------------------- thread and process

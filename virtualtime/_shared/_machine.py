@@ -1215,11 +1215,16 @@ def wakes_by_itself(pid: int, ignore: Iterable[int] = ()) -> bool | None:
         tids = os.listdir(f"{_PROC}/{pid}/task")
     except OSError:
         return None
+    return _any_wakes(
+        (f"{_PROC}/{pid}/task/{tid}/syscall" for tid in tids if tid not in skip), table
+    )
+
+
+def _any_wakes(paths: Iterable[str], table: dict[int, tuple[int, str]]) -> bool | None:
+    """Whether any thread whose ``syscall`` file is in ``paths`` may wake by itself."""
     seen = False
-    for tid in tids:
-        if tid in skip:
-            continue
-        line = _read(f"{_PROC}/{pid}/task/{tid}/syscall")
+    for path in paths:
+        line = _read(path)
         if line is None:
             continue  # exited meanwhile
         if not line.strip():
@@ -1426,17 +1431,8 @@ def threads_waiting_on(fd: int) -> tuple[int, ...] | None:
 def threads_wake_by_themselves(tids: Iterable[int]) -> bool | None:
     """May any of these threads of this process wake without anybody acting (see
     :func:`wakes_by_itself`)?  ``None`` when it cannot be told."""
+    wanted = [_check_id("tid", tid) for tid in tids]
     table = _SLEEPS.get(_MACHINE)
     if table is None or not _proc():
         return None
-    seen = False
-    for tid in tids:
-        line = _read(f"{_PROC}/self/task/{_check_id('tid', tid)}/syscall")
-        if line is None:
-            continue
-        if not line.strip():
-            return None
-        seen = True
-        if _wakes_by_itself(line, table):
-            return True
-    return False if seen else None
+    return _any_wakes((f"{_PROC}/self/task/{tid}/syscall" for tid in wanted), table)
