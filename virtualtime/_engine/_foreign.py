@@ -43,9 +43,11 @@ real time for clients, instead of being reported as a deadlock.
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import sys
 import weakref
-from inspect import CO_COROUTINE
+from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
 from types import CodeType
 from typing import Any, Final
 
@@ -56,6 +58,9 @@ _CALLS: Final = "grpc.aio._call"
 """The grpc.aio module of the client call classes: imported with ``grpc.aio``."""
 _CORE: Final = "grpc._cython.cygrpc"
 """gRPC's compiled part: the poller and ``_AioCall``."""
+_CHAIN_MAX: Final = 32
+"""Most links of a task's await chain looked at."""
+_ASYNC_GEN_STEPS: Final = frozenset({"async_generator_asend", "async_generator_athrow"})
 
 
 class _Watch:
@@ -91,25 +96,48 @@ def calls_in_flight(loop: object) -> bool:
     watch = _watches.get(loop)
     if watch is None:
         watch = _watches[loop] = _Watch()
+    codes = _call_codes(calls_module)
     for task in watch.calls:
-        if not task.done():
+        if not task.done() and _in_a_call(task, codes):
             return True
     if not isinstance(loop, asyncio.AbstractEventLoop) or not _bound(loop, watch):
         watch.calls = []
         return False
     made = _tasks_made(loop)
-    if made is not None and made == watch.made:
-        # No task made since the last pass, and a call runs in tasks made when it starts.
-        watch.calls = []
+    if made is not None and made == watch.made and not watch.calls:
+        # No task made since a pass that found no call: a call starts in tasks of its own.
         return False
     watch.made = made
-    codes = _call_codes(calls_module)
-    watch.calls = [
-        task
-        for task in asyncio.all_tasks(loop)
-        if getattr(task.get_coro(), "cr_code", None) in codes
-    ]
+    # A pass over every task: also after a call was seen, since a task may read what is left
+    # of a stream after the call's own tasks have ended (each read still comes from gRPC's
+    # poller thread).
+    watch.calls = [task for task in asyncio.all_tasks(loop) if _in_a_call(task, codes)]
     return bool(watch.calls)
+
+
+def _in_a_call(task: asyncio.Task[Any], codes: frozenset[CodeType]) -> bool:
+    """Does ``task`` run a call's coroutine, or await one (down its chain of awaits)?
+
+    The chain: a coroutine's ``cr_await``; an async generator's ``ag_await``, reached from the
+    ``asend`` awaitable that ``async for`` awaits through the objects it refers to (it keeps
+    its generator, and nothing public names it).
+    """
+    link: object = task.get_coro()
+    for _ in range(_CHAIN_MAX):
+        if link is None:
+            return False
+        code = getattr(link, "cr_code", None) or getattr(link, "ag_code", None)
+        if code in codes:
+            return True
+        following = getattr(link, "cr_await", None)
+        if following is None:
+            following = getattr(link, "ag_await", None)
+        if following is None and type(link).__name__ in _ASYNC_GEN_STEPS:
+            following = next(
+                (ref for ref in gc.get_referents(link) if inspect.isasyncgen(ref)), None
+            )
+        link = following
+    return False
 
 
 def _tasks_made(loop: asyncio.AbstractEventLoop) -> str | None:
@@ -143,7 +171,9 @@ def _call_codes(calls_module: object) -> frozenset[CodeType]:
         if isinstance(cls, type) and cls.__module__ == _CALLS:
             for member in vars(cls).values():
                 code = getattr(member, "__code__", None)
-                if isinstance(code, CodeType) and code.co_flags & CO_COROUTINE:
+                if isinstance(code, CodeType) and code.co_flags & (
+                    CO_COROUTINE | CO_ASYNC_GENERATOR
+                ):
                     codes.add(code)
     core_call = getattr(_modules.get(_CORE), "_AioCall", None)
     status = getattr(getattr(core_call, "_handle_status_once_received", None), "__code__", None)
