@@ -299,7 +299,9 @@ def redis_server() -> contextlib.AbstractContextManager[int]:
 
 def mosquitto() -> contextlib.AbstractContextManager[int]:
     """A real MQTT broker (mosquitto, verbose so that it says when it is ready)."""
-    return service(["mosquitto", "-v", "-p", "{port}"], "running", "stderr")
+    # Its last start-up line ends in "running"; an earlier one says "clients running on this
+    # machine", before the listeners are open.
+    return service(["mosquitto", "-v", "-p", "{port}"], " running\n", "stderr")
 
 
 @contextlib.contextmanager
