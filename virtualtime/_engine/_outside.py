@@ -152,10 +152,9 @@ _ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
 _FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
 _FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
 
-# Linux TCP_INFO (struct tcp_info, linux/tcp.h): the offsets of the fields read here.  They
-# have been stable since Linux 4.6; older kernels return a shorter struct, and then the
-# "answered or not" part of the model is skipped (connects, buffered writes, TLS and the grace
-# still count).
+# Linux TCP_INFO (struct tcp_info, linux/tcp.h): the offsets of the fields read here (a
+# connection's state, and the bytes not yet sent between two sockets of this loop).  Stable
+# since Linux 4.6; an older kernel returns a shorter struct, and then those are not read.
 _TCP_INFO: Final = getattr(socket, "TCP_INFO", None)
 _TCP_INFO_LEN: Final = 160
 _TCPI_STATE: Final = 0
@@ -794,8 +793,9 @@ class OutsideWork:
     def saw_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         """The loop's selector reported these events: note answers from outside peers.
 
-        Data arriving from an outside peer answers what we sent before it; the kernel's count
-        of segments sent at this moment is what a later request must exceed.
+        Data arriving from an outside peer answers what we sent before it: the connection
+        model notes that now (:meth:`~virtualtime._shared._peers.Connections.answered`), in
+        the order the kernel cannot give it a look later.
         """
         for key, mask in events:
             if not mask & selectors.EVENT_READ or key.fd == self.self_pipe:
