@@ -180,10 +180,6 @@ class Connections:
             conn = self._conns[fd] = _Conn(inode, family)
         return conn
 
-    def forget(self, fd: int) -> None:
-        """The descriptor was closed: drop what was learnt about it."""
-        self._conns.pop(fd, None)
-
     def close(self) -> None:
         """The run ended: let go of everything (procfs files included)."""
         self._conns.clear()
