@@ -257,6 +257,15 @@ def start_killable() -> tuple[subprocess.Popen[str], int]:
     return proc, port
 
 
+class ServiceMissing(RuntimeError):
+    """A service's program is not installed (Debian's package of the same name has it)."""
+
+    def __init__(self, program: str) -> None:
+        super().__init__(
+            f"{program} is not installed: apt-get install {program} (.ci/run installs it)"
+        )
+
+
 @contextlib.contextmanager
 def service(argv: list[str], ready: str, stream: str = "stdout") -> Iterator[int]:
     """A real service (redis-server, mosquitto) on a free port of 127.0.0.1; yields the port.
@@ -266,7 +275,7 @@ def service(argv: list[str], ready: str, stream: str = "stdout") -> Iterator[int
     """
     binary = shutil.which(argv[0]) or shutil.which(argv[0], path="/usr/sbin:/usr/bin")
     if binary is None:
-        raise RuntimeError(f"{argv[0]} is not installed (.ci/run installs it with apt)")
+        raise ServiceMissing(argv[0])
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
@@ -289,6 +298,22 @@ def service(argv: list[str], ready: str, stream: str = "stdout") -> Iterator[int
         proc.terminate()
         proc.wait(timeout=10)
         output.close()
+
+
+@contextlib.contextmanager
+def service_or_skip(started: contextlib.AbstractContextManager[int]) -> Iterator[int]:
+    """For a test fixture: the service's port, or the test skipped (naming the apt package)
+    when its program is missing -- CI installs it, so there it always runs."""
+    import pytest
+
+    try:
+        port = started.__enter__()
+    except ServiceMissing as missing:
+        pytest.skip(str(missing))
+    try:
+        yield port
+    finally:
+        started.__exit__(None, None, None)
 
 
 def redis_server() -> contextlib.AbstractContextManager[int]:

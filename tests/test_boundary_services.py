@@ -23,13 +23,13 @@ import virtualtime
 
 @pytest.fixture(scope="module")
 def mosquitto() -> Iterator[int]:
-    with peers.mosquitto() as port:
+    with peers.service_or_skip(peers.mosquitto()) as port:
         yield port
 
 
 @pytest.fixture(scope="module")
 def redis() -> Iterator[int]:
-    with peers.redis_server() as port:
+    with peers.service_or_skip(peers.redis_server()) as port:
         yield port
 
 

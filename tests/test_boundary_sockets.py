@@ -75,7 +75,7 @@ def secure(tls: tuple[ssl.SSLContext, ssl.SSLContext, Path]) -> Iterator[dict[st
 
 @pytest.fixture(scope="module")
 def redis_port() -> Iterator[int]:
-    with peers.redis_server() as port:
+    with peers.service_or_skip(peers.redis_server()) as port:
         yield port
 
 

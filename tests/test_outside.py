@@ -72,7 +72,7 @@ def process_server() -> Iterator[int]:
 
 @pytest.fixture(scope="module")
 def redis_port() -> Iterator[int]:
-    with peers.redis_server() as port:
+    with peers.service_or_skip(peers.redis_server()) as port:
         yield port
 
 
