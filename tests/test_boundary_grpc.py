@@ -38,23 +38,23 @@ from concurrent import futures
 import grpc
 
 def nap(request, context):
-    time.sleep(float(request))
+    time.sleep(float(request))  # real-time: the peer's own work before it answers
     return request
 
 def drip(request, context):
     count, pause = request.split(b",")
     for i in range(int(count)):
-        time.sleep(float(pause))
+        time.sleep(float(pause))  # real-time: the peer's work between two messages
         yield b"%d" % i
 
 def gather(requests, context):
     parts = list(requests)
-    time.sleep(float(parts[-1]))
+    time.sleep(float(parts[-1]))  # real-time: the peer's own work before it answers
     return b",".join(parts)
 
 def echo(requests, context):
     for request in requests:
-        time.sleep(float(request))
+        time.sleep(float(request))  # real-time: the peer's work before each echo
         yield request
 
 def serve():

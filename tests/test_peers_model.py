@@ -82,8 +82,7 @@ def _settle(conns: _peers.Connections, sock: socket.socket, limit: float = 5.0) 
         answers.append(answer)
         if answer is None:
             return answers
-        # real-time: the model's own recheck interval, as a loop would wait it out
-        time.sleep(min(answer, 0.05))
+        time.sleep(min(answer, 0.05))  # real-time: the model's recheck, as a loop waits it
     return answers
 
 
