@@ -43,13 +43,13 @@ real time for clients, instead of being reported as a deadlock.
 from __future__ import annotations
 
 import asyncio
-import gc
-import inspect
 import sys
 import weakref
 from inspect import CO_ASYNC_GENERATOR, CO_COROUTINE
 from types import CodeType
 from typing import Any, Final
+
+from .._shared._awaits import ASYNC_GEN_STEPS, generator_of
 
 __all__ = ["calls_in_flight"]
 
@@ -60,7 +60,6 @@ _CORE: Final = "grpc._cython.cygrpc"
 """gRPC's compiled part: the poller and ``_AioCall``."""
 _CHAIN_MAX: Final = 32
 """Most links of a task's await chain looked at."""
-_ASYNC_GEN_STEPS: Final = frozenset({"async_generator_asend", "async_generator_athrow"})
 
 
 class _Watch:
@@ -119,8 +118,7 @@ def _in_a_call(task: asyncio.Task[Any], codes: frozenset[CodeType]) -> bool:
     """Does ``task`` run a call's coroutine, or await one (down its chain of awaits)?
 
     The chain: a coroutine's ``cr_await``; an async generator's ``ag_await``, reached from the
-    ``asend`` awaitable that ``async for`` awaits through the objects it refers to (it keeps
-    its generator, and nothing public names it).
+    step awaitable that ``async for`` awaits (see :mod:`virtualtime._shared._awaits`).
     """
     link: object = task.get_coro()
     for _ in range(_CHAIN_MAX):
@@ -132,10 +130,8 @@ def _in_a_call(task: asyncio.Task[Any], codes: frozenset[CodeType]) -> bool:
         following = getattr(link, "cr_await", None)
         if following is None:
             following = getattr(link, "ag_await", None)
-        if following is None and type(link).__name__ in _ASYNC_GEN_STEPS:
-            following = next(
-                (ref for ref in gc.get_referents(link) if inspect.isasyncgen(ref)), None
-            )
+        if following is None and type(link) in ASYNC_GEN_STEPS:
+            following = generator_of(link)
         link = following
     return False
 

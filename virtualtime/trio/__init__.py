@@ -148,7 +148,7 @@ import trio.lowlevel
 import trio.testing
 
 from .. import _options
-from .._shared import _errors, _machine, _peers, _threads, _time
+from .._shared import _awaits, _errors, _machine, _peers, _threads, _time
 from . import _park
 
 # No ``from x import y`` above: this module's public namespace is exactly ``__all__``.
@@ -283,35 +283,10 @@ _COROUTINE: typing.Final = types.CoroutineType
 _GENERATOR: typing.Final = types.GeneratorType
 
 
-async def _sample_generator() -> _abc.AsyncGenerator[None]:
-    yield  # pragma: no cover - never run: only its step objects' types are wanted
-
-
-def _step_types() -> tuple[type, ...]:
-    """The types of an async generator's step awaitables (``asend``/``__anext__``, ``athrow``)."""
-    generator = _sample_generator()
-    send, throw = generator.asend(None), generator.athrow(GeneratorExit)
-    send.close()
-    throw.close()
-    return type(send), type(throw)
-
-
-_AGEN_STEPS: typing.Final = _step_types()
+_AGEN_STEPS: typing.Final = _awaits.ASYNC_GEN_STEPS
 """A task blocked inside ``async for`` (httpx's ``Response.aiter_raw``, anyio's stream
 iterators) awaits one of these: it refers to its async generator, whose ``ag_await`` goes on."""
-_ASYNC_GENERATOR: typing.Final = types.AsyncGeneratorType
-
-
-def _generator_of(step: object) -> typing.Any:
-    """The async generator an ``asend``/``athrow`` step belongs to (None if none is found).
-
-    The step has no public attribute for it; the garbage collector's list of what an object
-    refers to (public ``gc.get_referents``) names it.
-    """
-    for ref in gc.get_referents(step):
-        if type(ref) is _ASYNC_GENERATOR:
-            return ref
-    return None
+_generator_of: typing.Final = _awaits.generator_of
 
 
 def _classify(
