@@ -90,7 +90,6 @@ import os
 import selectors
 import signal
 import socket
-import struct
 import sys
 import threading
 import time as _time_module
@@ -100,6 +99,7 @@ from types import FrameType
 from typing import Any, Final
 
 from .._shared._machine import WORKING_STATES as _WORKING_STATES
+from .._shared._machine import tcp_info as _tcp_info
 from .._shared._machine import terminal_unread_bytes as _terminal_unread_bytes
 from .._shared._machine import thread_state as _thread_state
 from .._shared._peers import GRACE as _PEER_GRACE
@@ -152,13 +152,6 @@ _ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
 _FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
 _FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
 
-# Linux TCP_INFO (struct tcp_info, linux/tcp.h): the offsets of the fields read here (a
-# connection's state, and the bytes not yet sent between two sockets of this loop).  Stable
-# since Linux 4.6; an older kernel returns a shorter struct, and then those are not read.
-_TCP_INFO: Final = getattr(socket, "TCP_INFO", None)
-_TCP_INFO_LEN: Final = 160
-_TCPI_STATE: Final = 0
-_TCPI_NOTSENT: Final = 144
 _INFLIGHT_MAX: Final = 0.25
 """Longest real time bytes between two sockets of this loop may hold time still."""
 _TCP_LISTEN: Final = 10
@@ -851,7 +844,7 @@ class OutsideWork:
                 # Nagle's algorithm until the peer's delayed ACK): they will be delivered by
                 # themselves, soon -- unless the receiver is full, so hold at most briefly.
                 info = _tcp_info(fd)
-                if info is not None and _u32(info, _TCPI_NOTSENT):
+                if info is not None and info.notsent_bytes:
                     if entry.inflight_since < 0:
                         entry.inflight_since = real_now
                     if real_now - entry.inflight_since < _INFLIGHT_MAX:
@@ -1124,30 +1117,7 @@ def _child_awaited(transport: Any) -> bool:
     return False
 
 
-def _tcp_info(fd: int) -> bytes | None:
-    """The kernel's TCP_INFO for ``fd`` (None where there is none)."""
-    if _TCP_INFO is None:
-        return None
-    sock = socket.socket(fileno=fd)
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_LEN)
-    except OSError:
-        return None
-    finally:
-        sock.detach()
-    return info if len(info) >= _TCP_INFO_LEN else None
-
-
 def _tcp_state(sock: socket.socket) -> int | None:
-    if _TCP_INFO is None:
-        return None
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_LEN)
-    except OSError:
-        return None
-    return info[_TCPI_STATE]
-
-
-def _u32(info: bytes, offset: int) -> int:
-    value: int = struct.unpack_from("I", info, offset)[0]
-    return value
+    """A TCP socket's state (``TCP_INFO``'s first field), or None (not TCP, not Linux)."""
+    info = _tcp_info(sock)
+    return None if info is None else info.state
