@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import math
 import os
 import queue
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -285,6 +287,33 @@ def test_a_thread_job_blocked_on_a_future_a_plain_thread_completes_is_outside_wo
         return await ask(None) > 0, await ask(10) > 0, now()
 
     assert virtualtime.run(main()) == (True, True, 0.0)
+
+
+def test_looking_at_a_working_thread_keeps_none_of_its_locals_alive() -> None:
+    # The loop reads the frames of the threads it waits for.  Were that snapshot left in a
+    # reference cycle, every thread's locals of that moment would live on until the
+    # collector ran -- a multiprocessing feeder's pickled buffer then fails to close, on
+    # whichever later test the collector happens to run.
+    class Token:
+        pass
+
+    tokens: list[weakref.ref[Token]] = []
+
+    def job() -> int:
+        token = Token()
+        tokens.append(weakref.ref(token))
+        return _burn(0.05)  # the loop looks at this thread while token is one of its locals
+
+    async def main() -> int:
+        return await asyncio.to_thread(job) + await asyncio.wait_for(asyncio.to_thread(job), 10)
+
+    gc.collect()
+    gc.disable()
+    try:
+        assert virtualtime.run(main()) > 0
+        assert [token() for token in tokens] == [None, None]
+    finally:
+        gc.enable()
 
 
 # ------------------------------------------------------------ threads that do not hold time

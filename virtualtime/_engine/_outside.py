@@ -224,6 +224,19 @@ def _frame_self(frame: FrameType) -> Any:
     return frame.f_locals.get("self")
 
 
+def _other_threads_frames() -> dict[int, FrameType]:
+    """The frame each other thread is running now.
+
+    This thread's own frame is left out: kept in a local of the frame it is, it would make a
+    reference cycle, and every thread's frame of that moment -- with its locals -- would live
+    on until the collector ran (a multiprocessing feeder's pickled buffer then fails to close
+    at collection, on whatever runs then).
+    """
+    frames = sys._current_frames()
+    del frames[threading.get_ident()]
+    return frames
+
+
 def _blocked_on(frame: FrameType | None) -> concurrent.futures.Future[Any] | None:
     """The future a thread is blocked on in ``Future.result()``, if it is."""
     depth = 0
@@ -552,7 +565,7 @@ class OutsideWork:
                 return True  # a thread that spoke to the loop is working: it may speak again
         if not idents:
             return False
-        frames = sys._current_frames()
+        frames = _other_threads_frames()
         loop = self._loop
         for ident in idents:
             waited = _blocked_on(frames.get(ident))
@@ -648,7 +661,7 @@ class OutsideWork:
         found: list[int] = []
         loop = self._loop
         anyio_loaded = _ANYIO_ASYNCIO in _modules
-        frames = sys._current_frames()
+        frames = _other_threads_frames()
         for thread in _worker_threads():
             ident = thread.ident
             if ident is None or ident in known:
