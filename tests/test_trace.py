@@ -15,7 +15,6 @@ import pytest
 
 import virtualtime
 import virtualtime.sim  # registers the journey categories (arrived, halted, stopped, ...)
-from virtualtime import trace as vt_trace
 from virtualtime.trace import (
     Category,
     NoSuchRows,
@@ -31,6 +30,7 @@ from virtualtime.trace import (
     register_category,
     write_trace,
 )
+from virtualtime.trace import _categories as category_registry
 
 PHASES = {"M", "X", "i"}
 
@@ -560,7 +560,7 @@ def test_sim_contributes_its_journey_categories() -> None:
 def test_a_registered_category_styles_its_spans_and_travels_in_the_trace(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(vt_trace, "_categories", dict(vt_trace._categories))
+    monkeypatch.setattr(category_registry, "_categories", dict(category_registry._categories))
     register_category(
         Category("repair", "#123456", "in the workshop", layer="front", until_next=("idle", "idle"))
     )
@@ -590,7 +590,7 @@ def test_a_registered_category_styles_its_spans_and_travels_in_the_trace(
     # The file draws the same in a process that never registered "repair".
     path = tmp_path / "shop.json"
     write_trace(trace, path)
-    monkeypatch.setattr(vt_trace, "_categories", {})
+    monkeypatch.setattr(category_registry, "_categories", {})
     from virtualtime.trace._plot import _styles
 
     assert _styles(load_trace(path))["repair"].colour == "#123456"
@@ -613,7 +613,7 @@ def test_bad_categories_are_refused(fields: dict[str, Any], match: str) -> None:
 
 
 def test_a_taken_category_name_is_refused_unless_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vt_trace, "_categories", dict(vt_trace._categories))
+    monkeypatch.setattr(category_registry, "_categories", dict(category_registry._categories))
     before = dict(categories())
     recoloured = Category("halted", "#000000", "journey: halted")
     with pytest.raises(ValueError, match="'halted' is already registered"):

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 import virtualtime.sim  # noqa: F401  (registers the journey categories)
 from virtualtime import InvalidTypeError, InvalidValueError, VirtualTimeError
-from virtualtime.trace import Category, Span, TraceRecorder, _short_repr, chrome_trace, plot_trace
+from virtualtime.trace import Category, Span, TraceRecorder, chrome_trace, plot_trace
 from virtualtime.trace import _plot as plot_module
+from virtualtime.trace._text import _short_repr
 
 US = 1_000_000
 

@@ -81,7 +81,8 @@ import anyio.abc
 
 from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
 from .._shared._time import check_bool, check_delay, delay_ticks, to_seconds, to_ticks
-from ..trace import Category, _short_repr, record_span, recording, register_category
+from ..trace import Category, record_span, recording, register_category
+from ..trace._text import _short_repr
 from ._check import check_span, short
 from ._fast import asyncio_loop, jump_by, set_result, trio_module
 from ._geometry import ARRIVAL_TOLERANCE, Geometry

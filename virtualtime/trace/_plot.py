@@ -25,7 +25,9 @@ from typing import Any, Final
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._shared._time import NEVER, TICKS_PER_SECOND
-from . import MICROSECONDS, TIMERS_ROW, Category, _shown, categories, load_trace
+from ._categories import Category, categories
+from ._chrome import MICROSECONDS, TIMERS_ROW, load_trace
+from ._text import _shown
 
 __all__ = ["NoSuchRows", "plot_trace"]
 
