@@ -72,15 +72,11 @@ def __getattr__(name: str) -> Any:
     where = _EXPORTS.get(name)
     if where is None:
         raise AttributeError(f"module 'virtualtime.experiment' has no attribute {name!r}")
-    try:
-        import numpy  # noqa: F401
-        import scipy  # noqa: F401
-    except ImportError as error:
-        raise ImportError(
-            f"virtualtime.experiment needs numpy and scipy ({error.name} is missing): "
-            "pip install 'async-virtualtime[experiment]'"
-        ) from error
     import importlib
+
+    from ._requires import require_numpy_and_scipy
+
+    require_numpy_and_scipy()
 
     value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
     globals()[name] = value

@@ -190,7 +190,11 @@ def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Run ``virtualtime experiment`` from its parsed arguments; returns the exit status."""
     try:
-        from . import ModelRef, sweep
+        from ._requires import require_numpy_and_scipy
+
+        require_numpy_and_scipy()
+        from ._model import ModelRef
+        from ._run import sweep
     except ImportError as error:
         print(f"virtualtime: experiment: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -337,7 +341,7 @@ class _Bar:
 
 
 def _print_summary(results: Any) -> None:
-    from ._results import format_number, scenario_label
+    from ._labels import format_number, scenario_label
 
     summary = results.summary()
     differences = {(d.scenario, d.output): d for d in results.differences()}

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
+from ._labels import scenario_label
 from ._model import shown
-from ._results import scenario_label
 
 if TYPE_CHECKING:
     from ._results import Results
