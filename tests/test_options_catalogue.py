@@ -185,7 +185,7 @@ def test_every_trio_entry_point_accepts_every_shared_option(entry: str) -> None:
 def test_the_pytest_marker_reports_the_catalogues_message(
     options: dict[str, Any], builtin: type[Exception]
 ) -> None:
-    from virtualtime.pytest_plugin import _check_option
+    from virtualtime.pytest_plugin._settings import _check_option
 
     _, message = expected(options)
     [(name, value)] = options.items()

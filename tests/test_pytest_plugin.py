@@ -19,8 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 import virtualtime
-from virtualtime import pytest_plugin
-from virtualtime.pytest_plugin import VirtualTime
+from virtualtime.pytest_plugin import VirtualTime, _asyncio_factories
 
 pytest_plugins = ["pytester"]
 
@@ -94,7 +93,8 @@ def test_importing_the_plugin_loads_no_integration() -> None:
         import sys, pytest, virtualtime
         before = set(sys.modules)
         import virtualtime.pytest_plugin
-        print(sorted(set(sys.modules) - before))
+        new = set(sys.modules) - before
+        print(sorted(m for m in new if not m.startswith("virtualtime.pytest_plugin.")))
         """
     )
     out = subprocess.run(
@@ -924,7 +924,9 @@ def test_plugin_switched_off_leaves_the_suite_alone(pytester: pytest.Pytester) -
 def test_old_pytest_asyncio_is_a_clear_error(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pytest_plugin, "_pytest_asyncio_has_loop_factories", lambda config: False)
+    monkeypatch.setattr(
+        _asyncio_factories, "_pytest_asyncio_has_loop_factories", lambda config: False
+    )
     write(
         pytester,
         test_old=UNMARKED_CHECKS
@@ -1081,7 +1083,7 @@ def test_deadlock_reports_are_short_and_alike(pytester: pytest.Pytester) -> None
     for internal in (
         "guarded_main",
         "_trio_guarded",
-        "pytest_plugin/__init__.py",
+        "virtualtime/pytest_plugin/",
         "base_events.py",
     ):
         assert internal not in failures
