@@ -26,7 +26,7 @@ import pytest
 import virtualtime
 from virtualtime import sim
 from virtualtime._engine import _outside, _timers
-from virtualtime.sim import _kit, _native
+from virtualtime.sim import _kit, _native, _simulation, _sleep
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +125,7 @@ def test_native_sleeps_give_the_same_run_as_timer_handles_and_as_no_shortcut_at_
     for kind in ("broke", "part", "gave up", "left", "served", "took", "preempted by m1"):
         assert kind in text, kind
     assert fast == _busy_model(history=100_000)  # no push_after, no jump, no skipped round
-    monkeypatch.setattr(_kit, "_native_loop", lambda loop: False)
+    monkeypatch.setattr(_simulation, "_native_loop", lambda loop: False)
     assert fast == _busy_model()  # every sleep a call_later timer handle
 
 
@@ -307,7 +307,7 @@ def test_canary_the_loop_state_the_native_sleep_uses() -> None:
 def sleep_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every kit sleep the way this build awaits it, or every one through the reference."""
     if request.param == "reference":
-        monkeypatch.setattr(_kit._Sleep, "__await__", _kit._Sleep._await_general)
+        monkeypatch.setattr(_sleep._Sleep, "__await__", _sleep._Sleep._await_general)
     return str(request.param)
 
 
@@ -315,7 +315,7 @@ def test_the_compiled_kit_sleep_gives_the_reference_run() -> None:
     compiled = _busy_model()
     simpy_order = _busy_model(order="simpy")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_kit._Sleep, "__await__", _kit._Sleep._await_general)
+        patch.setattr(_sleep._Sleep, "__await__", _sleep._Sleep._await_general)
         assert _busy_model() == compiled
         assert _busy_model(order="simpy") == simpy_order
     assert compiled != simpy_order  # the two orders differ in this model: both are pinned
@@ -335,7 +335,7 @@ def test_the_kit_sleep_is_compiled_exactly_when_the_core_is() -> None:
     nap: Any = sim.sleep(1)
     assert isinstance(nap, _kit._Abandonable)
     nap._abandon()  # taken back unawaited: no "never awaited" warning
-    assert (_kit._KIT_SLEEP is not None) is virtualtime._engine._loop.COMPILED
+    assert (_sleep._KIT_SLEEP is not None) is virtualtime._engine._loop.COMPILED
 
 
 def _suspended_sleep(loop: Any) -> tuple[Any, asyncio.Future[Any], int]:
@@ -417,7 +417,7 @@ def test_the_compiled_sim_sleep_refuses_what_the_reference_refuses(delay: object
     with pytest.raises(Exception) as compiled:
         sim.sleep(delay)  # type: ignore[arg-type]
     with pytest.raises(Exception) as reference:
-        _kit.pure_sleep(delay)  # type: ignore[arg-type]
+        _sleep.pure_sleep(delay)  # type: ignore[arg-type]
     assert type(compiled.value) is type(reference.value)
     assert str(compiled.value) == str(reference.value)
     assert "delay" in str(compiled.value)
@@ -425,8 +425,8 @@ def test_the_compiled_sim_sleep_refuses_what_the_reference_refuses(delay: object
 
 @pytest.mark.parametrize("delay", [0, 0.0, 2.5, 10**30, math.inf], ids=repr)
 def test_the_compiled_sim_sleep_makes_the_reference_object(delay: float) -> None:
-    made, expected = sim.sleep(delay), _kit.pure_sleep(delay)
-    assert type(made) is type(expected) is _kit._Sleep
+    made, expected = sim.sleep(delay), _sleep.pure_sleep(delay)
+    assert type(made) is type(expected) is _sleep._Sleep
     assert made._delay == expected._delay == delay
     assert made._undo is None
     assert expected._undo is None
@@ -442,24 +442,24 @@ def test_the_compiled_sim_now_reads_the_reference_clock() -> None:
     async def main() -> None:
         for delay in (0, 1.5, 0.25, 3):
             await sim.sleep(delay)
-            seen.append((sim.now(), _kit.pure_now()))
+            seen.append((sim.now(), _sleep.pure_now()))
         inside.append(contextvars.copy_context())
 
     with pytest.raises(virtualtime.VirtualTimeError) as compiled:
         sim.now()
     with pytest.raises(virtualtime.VirtualTimeError) as reference:
-        _kit.pure_now()
+        _sleep.pure_now()
     assert str(compiled.value) == str(reference.value)
     sim.simulate(main, until=10)
     assert seen == [(0.0, 0.0), (1.5, 1.5), (1.75, 1.75), (4.75, 4.75)]
     # Read again from the model's context after the run: the instant the run ended.
-    assert inside[0].run(sim.now) == inside[0].run(_kit.pure_now) == 10.0
+    assert inside[0].run(sim.now) == inside[0].run(_sleep.pure_now) == 10.0
 
 
 def test_canary_sim_sleep_and_now_are_compiled_exactly_when_the_core_is() -> None:
     compiled = virtualtime._engine._loop.COMPILED
-    assert (sim.sleep is not _kit.pure_sleep) is compiled
-    assert (sim.now is not _kit.pure_now) is compiled
+    assert (sim.sleep is not _sleep.pure_sleep) is compiled
+    assert (sim.now is not _sleep.pure_now) is compiled
     if compiled:
         core = virtualtime._engine._loop.core
         assert sim.now is core.kit_now
@@ -468,18 +468,18 @@ def test_canary_sim_sleep_and_now_are_compiled_exactly_when_the_core_is() -> Non
         # never awaited itself: _Sleep adds no Python __await__ or __del__ on top.
         assert core.KIT_SLEEP_VALUE == 1
         assert sim.sleep is core.kit_sleep
-        assert _kit._MARKS_AWAITED
-        assert "__await__" not in vars(_kit._Sleep)
-        assert "__del__" not in vars(_kit._Sleep)
+        assert _sleep._MARKS_AWAITED
+        assert "__await__" not in vars(_sleep._Sleep)
+        assert "__del__" not in vars(_sleep._Sleep)
     else:
-        assert not _kit._MARKS_AWAITED
-        assert "__del__" in vars(_kit._Sleep)
+        assert not _sleep._MARKS_AWAITED
+        assert "__del__" in vars(_sleep._Sleep)
 
 
 def _makers() -> list[Any]:
     """Every maker of a kit sleep in this build: the public one, the reference and, compiled,
     the compiled maker called directly."""
-    makers: list[Any] = [sim.sleep, _kit.pure_sleep]
+    makers: list[Any] = [sim.sleep, _sleep.pure_sleep]
     if virtualtime._engine._loop.COMPILED:
         makers.append(virtualtime._engine._loop.core.kit_sleep)
     return makers

@@ -1,0 +1,310 @@
+"""Conditions: :func:`first_of` and :func:`all_of`, waits on several awaitables at once.
+
+Any awaitable can be an operand.  Kit operands (an operation, a sleep, a signal, a process)
+are begun in place -- their waiters are watched, with no task each -- and the losers taken
+back (:func:`_undo`); other awaitables become tasks.  On trio every operand runs in a task of
+its own, and on virtualtime's trio clock the operands start in argument order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from .._shared._errors import InvalidTypeError, InvalidValueError
+from ._check import short
+from ._kit import (
+    _DONE,
+    _NOTHING,
+    _PENDING,
+    _PROC,
+    Signal,
+    Waiter,
+    _Abandonable,
+    _current,
+    _reserve,
+    _take_turn,
+    _Unsignal,
+    _wait,
+)
+from ._ops import _Op
+from ._process import Process, _Unjoin
+from ._resources import Request
+from ._sleep import _Sleep, _ValueSleep
+
+if TYPE_CHECKING:
+    from ._simulation import Simulation
+
+__all__ = ["all_of", "first_of"]
+
+
+T = TypeVar("T")
+
+
+def _result_of(aw: object, waiter: Any) -> Any:
+    """What awaiting ``aw`` gives, read from its finished waiter (a condition's operand)."""
+    if type(aw) is _ValueSleep:
+        waiter.result()
+        return aw._value
+    return waiter.result()
+
+
+def _kit_begin(aw: object) -> Waiter | None:
+    if isinstance(aw, _Op | _Sleep | Signal | Process):
+        return aw._begin()
+    return None
+
+
+def _undo(aw: object, waiter: Any) -> None:
+    """A loser of a condition: withdraw it, undo it if it completed, or cancel it."""
+    if isinstance(aw, _Op | _Sleep):
+        aw._abandon()
+    elif isinstance(aw, Signal):
+        _Unsignal(aw, waiter)._abandon()
+    elif isinstance(aw, Process):
+        _Unjoin(aw, waiter)._abandon()
+    elif not waiter.done():
+        waiter.cancel()
+
+
+class _Many(_Abandonable):
+    __slots__ = ("_items", "_waiters")
+
+    def __init__(self, items: tuple[Any, ...], waiters: list[Any]) -> None:
+        self._items = items
+        self._waiters = waiters
+
+    def _abandon(self) -> None:
+        for aw, waiter in zip(self._items, self._waiters, strict=False):
+            _undo(aw, waiter)
+
+
+def _check_awaitables(name: str, awaitables: tuple[Any, ...]) -> None:
+    if not awaitables:
+        raise InvalidValueError(f"{name}() needs at least one awaitable, got none")
+    for index, aw in enumerate(awaitables):
+        if not isinstance(aw, Awaitable):
+            raise InvalidTypeError(
+                f"{name}() argument {index} must be awaitable, got {short(aw)} "
+                f"({type(aw).__name__})"
+            )
+
+
+class _Condition(Awaitable[T]):
+    """What :func:`first_of` and :func:`all_of` return: awaitable once, inert if never awaited."""
+
+    __slots__ = ("_args", "_run")
+
+    def __init__(
+        self, run: Callable[..., Coroutine[Any, Any, T]], args: tuple[Awaitable[Any], ...]
+    ) -> None:
+        self._run = run
+        self._args = args
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._run(*self._args).__await__()
+
+    def __repr__(self) -> str:
+        return f"<{self._run.__name__.strip('_')} of {len(self._args)}>"
+
+
+def first_of(*awaitables: Awaitable[Any]) -> Awaitable[tuple[Awaitable[Any], Any]]:
+    """Wait for the first of ``awaitables``; return ``(which, value)`` and cancel the others.
+
+    SimPy's ``a | b``: ``which, _ = await first_of(req, sim.sleep(patience))`` then ``if
+    which is req``.  Any awaitable works (kit operations, processes, signals, coroutines,
+    futures).  The losers are taken back: a request leaves its queue (or is released if it
+    had just been granted), a get returns what it had just received, a coroutine is
+    cancelled; a process operand is only no longer waited for.  If the first to finish raised,
+    the others are taken back and the exception propagates.
+    """
+    _check_awaitables("first_of", awaitables)
+    return _Condition(_first_of, awaitables)
+
+
+async def _first_of(*awaitables: Awaitable[Any]) -> tuple[Awaitable[Any], Any]:
+    env = _current("first_of()")
+    if not env._fast:
+        return await _first_of_anyio(env, awaitables)
+    outer = env._new_waiter()
+    waiters: list[Any] = []
+    for index, aw in enumerate(awaitables):
+        waiter = _kit_begin(aw)
+        if waiter is None:
+            waiter = asyncio.ensure_future(aw)
+        waiters.append(waiter)
+        waiter.add_done_callback(functools.partial(_first_done, outer, index))
+    won: int = await _Await(env, outer, _Many(awaitables, waiters))
+    index = won
+    winner = waiters[index]
+    losers = _Many(
+        awaitables[:index] + awaitables[index + 1 :], waiters[:index] + waiters[index + 1 :]
+    )
+    losers._abandon()
+    return awaitables[index], _result_of(awaitables[index], winner)
+
+
+def _first_done(outer: Any, index: int, _: object) -> None:
+    if not outer.done():
+        outer.set_result(index)
+
+
+class _Await:
+    __slots__ = ("_env", "_op", "_waiter")
+
+    def __init__(self, env: Simulation, waiter: Any, op: _Abandonable) -> None:
+        self._env = env
+        self._waiter = waiter
+        self._op = op
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return (yield from _wait(self._env, self._waiter, self._op))
+
+
+def all_of(*awaitables: Awaitable[Any]) -> Awaitable[list[Any]]:
+    """Wait for every one of ``awaitables``; return their values in argument order.
+
+    SimPy's ``a & b``.  If one raises, the others are taken back (as in :func:`first_of`)
+    and the exception propagates; so does an interrupt of the waiting process.
+    """
+    _check_awaitables("all_of", awaitables)
+    return _Condition(_all_of, awaitables)
+
+
+async def _all_of(*awaitables: Awaitable[Any]) -> list[Any]:
+    env = _current("all_of()")
+    if not env._fast:
+        return await _all_of_anyio(env, awaitables)
+    outer = env._new_waiter()
+    waiters: list[Any] = []
+    remaining = [len(awaitables)]
+
+    def done(waiter: Any) -> None:
+        if outer.done():
+            return
+        if not waiter.cancelled() and waiter.exception() is not None:
+            outer.set_exception(waiter.exception())
+            return
+        remaining[0] -= 1
+        if not remaining[0]:
+            outer.set_result(None)
+
+    for aw in awaitables:
+        waiter = _kit_begin(aw)
+        if waiter is None:
+            waiter = asyncio.ensure_future(aw)
+        waiters.append(waiter)
+        waiter.add_done_callback(done)
+    await _Await(env, outer, _Many(awaitables, waiters))
+    return [_result_of(aw, waiter) for aw, waiter in zip(awaitables, waiters, strict=True)]
+
+
+def _completed_now(aw: object) -> bool:
+    """A kit operand that has already completed (its value is there without waiting)."""
+    if isinstance(aw, _Op):
+        return aw._state == _DONE
+    if isinstance(aw, Signal | Process):
+        return aw._state != _PENDING
+    return False
+
+
+async def _operand_turn(env: Simulation, aw: Any, order: int) -> None:
+    """A condition's operand task waits for its place (the operands start in argument order
+    on virtualtime's trio clock); cancelled before it, the operand is taken back unawaited (a
+    coroutine closed, a kit operation withdrawn)."""
+    try:
+        await _take_turn(env._park, order)
+    except BaseException:
+        if isinstance(aw, Coroutine):
+            aw.close()
+        elif isinstance(aw, _Op | _Sleep):
+            aw._abandon()
+        raise
+
+
+async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple[Any, Any]:
+    # Operands complete already win in argument order, as on asyncio (trio would otherwise
+    # pick among their tasks at random).
+    for aw in awaitables:
+        if _completed_now(aw):
+            for other in awaitables:
+                if other is aw:
+                    continue
+                if isinstance(other, _Op | _Sleep):
+                    other._abandon()
+                elif isinstance(other, Coroutine):
+                    other.close()  # never awaited, on purpose: it lost before it began
+            if isinstance(aw, Request):
+                return aw, aw
+            return aw, aw._value if isinstance(aw, _Op) else aw.value
+    outer = env._new_waiter()
+
+    async def one(index: int, aw: Any, order: int) -> None:
+        _PROC.set(None)
+        if order:
+            await _operand_turn(env, aw, order)
+        try:
+            value = await aw
+        except Exception as exc:
+            if not outer.done():
+                outer.set_exception(exc)
+            return
+        if outer.done():
+            if isinstance(aw, _Op):
+                aw._abandon()
+            return
+        outer.set_result((index, value))
+
+    result: Any = None
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as group:
+        for index, aw in enumerate(awaitables):
+            group.start_soon(one, index, aw, _reserve(env))
+        try:
+            result = await _Await(env, outer, _NOTHING)
+        except Exception as exc:  # raised outside the group, which would wrap it
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    index, value = result
+    return awaitables[index], value
+
+
+async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[Any]:
+    outer = env._new_waiter()
+    values: list[Any] = [None] * len(awaitables)
+    remaining = [len(awaitables)]
+
+    async def one(index: int, aw: Any, order: int) -> None:
+        _PROC.set(None)
+        if order:
+            await _operand_turn(env, aw, order)
+        try:
+            values[index] = await aw
+        except Exception as exc:
+            if not outer.done():
+                outer.set_exception(exc)
+            return
+        remaining[0] -= 1
+        if not remaining[0] and not outer.done():
+            outer.set_result(None)
+
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as group:
+        for index, aw in enumerate(awaitables):
+            group.start_soon(one, index, aw, _reserve(env))
+        try:
+            await _Await(env, outer, _NOTHING)
+        except Exception as exc:  # raised outside the group, which would wrap it
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return values

@@ -1,0 +1,571 @@
+"""The simulation: :class:`Simulation`, the orders it runs in, and :func:`simulate`.
+
+:class:`Simulation` is the environment a model runs in: it finds the backend (the virtual
+asyncio loop, another asyncio loop, trio with or without virtualtime's clock) when it is
+entered, starts processes, runs until an instant or until every process has ended, and
+cancels what is left, in start order, when it is left.  :data:`ORDERS` names the two orders
+it runs in.  :func:`simulate` (and :meth:`Simulation.simulate`) run a model from synchronous
+code, with every argument checked before anything runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import math
+import types
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+import anyio
+
+from .._shared._errors import DeadlockError, InvalidTypeError, InvalidValueError, UsageError
+from .._shared._time import check_bool, to_seconds, to_ticks
+from ._check import HORIZON, check_name, check_number, short
+from ._fast import current_library as _current_library
+from ._fast import set_result as _set_result
+from ._fast import trio_module
+from ._kit import _PENDING, _SIM, Waiter, _dispatch_in_turn, _QueuedWaiter, _reserve, _Waiter
+from ._native import clock_of as _clock_of
+from ._native import native_loop as _native_loop
+from ._process import Process
+
+__all__ = ["ORDERS", "Simulation", "simulate"]
+
+
+T = TypeVar("T")
+
+ORDERS: Final = ("virtualtime", "simpy")
+"""The two orders a :class:`Simulation` can run in.
+
+``"virtualtime"`` (default): a new process starts behind what is already ready at its
+instant; an operation that can complete at once (a free resource, an item in a store) does
+not suspend; ``until=T`` runs everything due at ``T`` (as ``run_until`` and ``--until`` do).
+``"simpy"``: a new process runs before anything else due at its instant; every kit await
+suspends once even when it could complete at once; ``until=T`` stops before anything due at
+exactly ``T``.  On trio, ``"simpy"`` needs virtualtime's trio clock (another clock is a
+:class:`~virtualtime.UsageError` on entering the simulation): only its queue can put a new
+process ahead of what is already due.
+"""
+
+
+class Simulation:
+    """The running model: its clock, its processes, the order it runs in, how it ends.
+
+    Use :func:`simulate` to run a model from synchronous code; use ``async with
+    Simulation() as env:`` inside code that already runs in virtual time (a test, an anyio
+    program) -- on asyncio or on trio.  Inside it, :func:`start`, :func:`sleep`, :func:`now`
+    and the resources act on this simulation; leaving the block cancels every process still
+    running (cleanly: requests leave their queues).
+
+    Args:
+        order: ``"virtualtime"`` (default) or ``"simpy"``; see :data:`ORDERS`.
+
+    A process that raises, with nobody awaiting it, fails the simulation: :meth:`run`
+    raises that exception (as SimPy's ``run`` does), and so does leaving the block.
+    """
+
+    def __init__(self, *, order: str = "virtualtime") -> None:
+        _check_order(order)
+        self._order = order
+        self._simpy = order == "simpy"
+        self._fast = False
+        self._native = False  # the virtual loop's native waits (sim/_native.py)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: Any = None
+        self._clock: Callable[[], float] = _no_clock
+        self._live: dict[Process[Any], None] = {}  # in start order (clean-up follows it)
+        self._closing = False
+        self._failure: BaseException | None = None
+        self._halt: Waiter | None = None
+        self._final: float | None = None
+        self._last = 0.0
+        self._token: Any = None
+        self._entered = False
+        self._started = 0.0
+        self._unstarted = 0  # order="simpy" on asyncio: processes started but not yet run
+        self._park: Any = None  # on virtualtime's trio clock: the clock (its kit waits)
+
+    @property
+    def order(self) -> str:
+        """The order this simulation runs in (one of :data:`ORDERS`)."""
+        return self._order
+
+    @property
+    def now(self) -> float:
+        """The simulation's time: the loop's, or the end of the run once it has ended."""
+        if self._final is not None:
+            return self._final
+        return self._clock()
+
+    def _now(self) -> float:
+        final = self._final
+        return self._clock() if final is None else final
+
+    @property
+    def processes(self) -> list[Process[Any]]:
+        """The processes still running (a new list)."""
+        return list(self._live)
+
+    async def __aenter__(self) -> Simulation:
+        if self._entered:
+            raise UsageError("a Simulation can be entered once")
+        library = _current_library()
+        if library is None:
+            raise UsageError(
+                "a Simulation runs inside asyncio or trio: enter it with 'async with' from a "
+                "running loop, or use sim.simulate(...) from synchronous code"
+            )
+        self._entered = True
+        if library == "asyncio":
+            self._loop = loop = asyncio.get_running_loop()
+            self._fast = True
+            self._native = _native_loop(loop)
+            self._clock = _clock_of(loop)
+        else:
+            trio = trio_module()
+            # virtualtime's trio clock parks the kit's sleeps itself (virtualtime/trio/_park.py;
+            # found on the clock: sim may not import virtualtime.trio); other clocks do not.
+            running = trio.lowlevel.current_clock()
+            park = running if getattr(running, "_vt_sleep", None) is not None else None
+            if park is None and self._simpy:
+                self._entered = False
+                raise UsageError(
+                    f'order="simpy" on trio needs virtualtime\'s trio clock, not '
+                    f"{type(running).__name__}: only its queue can run a new process before "
+                    "everything else due at its instant (virtualtime.trio.run, or "
+                    "clock=virtualtime.trio.VirtualClock())"
+                )
+            self._park = park
+            self._group = anyio.create_task_group()
+            await self._group.__aenter__()
+            self._clock = trio.current_time
+        self._started = self._clock()
+        self._token = _SIM.set(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._last = self._clock()
+        if self._final is None:
+            self._final = self._last
+        try:
+            await self._cancel_all()
+        finally:
+            _SIM.reset(self._token)
+        failure = self._failure
+        if failure is not None and exc_info[0] is None:
+            self._failure = None
+            raise failure
+
+    async def _cancel_all(self) -> None:
+        """Cancel the processes still running, in the order they were started, on every
+        backend: their ``finally`` blocks (which often record statistics) run in that order,
+        the same in every run."""
+        self._closing = True
+        if self._fast:
+            # Each cancellation wakes its task through the loop's ready queue, first in first
+            # out: the tasks run their clean-up in the order they are cancelled here.  A
+            # process that has not run yet never will: it ends here (Process.cancel).
+            tasks: list[asyncio.Task[Any]] = []
+            for proc in list(self._live):
+                if proc._task is not None:
+                    tasks.append(proc._task)
+                    proc.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
+            return
+        # trio picks among tasks woken together at random: cancel one process at a time and
+        # let it finish (a cancelled trio task cannot wait in its clean-up unless shielded).
+        # A process whose task has not run yet never will (_body_anyio sees _closing).
+        # If this task is cancelled itself meanwhile, the rest go together, as below.
+        group = self._group
+        try:
+            for proc in list(self._live):
+                scope = proc._scope
+                if scope is None or proc._state != _PENDING:
+                    continue
+                ended = self._new_waiter()
+                proc._join(ended)
+                scope.cancel()
+                with contextlib.suppress(Exception):  # how it ended is its joiners' business
+                    await ended
+        finally:
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
+
+    # ------------------------------------------------------------------ processes
+
+    def start(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> Process[T]:
+        """Start ``coro`` as a process of this simulation and return its handle."""
+        if type(coro) is not _COROUTINE:  # the checks, skipped for what always passes them
+            _check_process("start()", "coro", coro)
+        if name is not None:
+            check_name("name", name)
+        if self._final is not None:
+            coro.close()
+            raise UsageError("this simulation has ended; it cannot start processes")
+        proc: Process[T] = Process(self, coro, name)
+        self._live[proc] = None
+        if self._fast:
+            assert self._loop is not None
+            proc._task = task = self._loop.create_task(proc._body(), name=proc._name)
+            if self._simpy:
+                self._unstarted += 1
+                task.add_done_callback(proc._never_ran)
+        else:
+            # On virtualtime's trio clock a started process first runs in its place in the
+            # order of starts (trio starts the tasks of one turn in random order) -- in SimPy's
+            # order, before everything else due at this instant.
+            order = self._park._vt_reserve_first() if self._simpy else _reserve(self)
+            self._group.start_soon(proc._body_anyio, order, name=proc._name)
+        return proc
+
+    def _ended(self, proc: Process[Any]) -> None:
+        self._live.pop(proc, None)
+        if not self._live:
+            halt = self._halt
+            if halt is not None and not halt.done() and self._halt_when_empty:
+                halt.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        halt = self._halt
+        if halt is not None and not halt.done():
+            halt.set_exception(exc)
+
+    # ------------------------------------------------------------------ running
+
+    _halt_when_empty = False
+
+    def _soon(self, dispatch: Callable[[], object]) -> None:
+        """Serve a queue after a put or release: at once, or (SimPy's order) one step later,
+        when SimPy would process the put or release event."""
+        if not self._simpy:
+            dispatch()
+        elif self._fast:
+            assert self._loop is not None
+            self._loop.call_soon(dispatch)
+        else:  # virtualtime's trio clock: a turn behind what is queued at this instant
+            self._group.start_soon(
+                _dispatch_in_turn, self._park, dispatch, self._park._vt_reserve()
+            )
+
+    def _new_waiter(self) -> Waiter:
+        if self._fast:
+            assert self._loop is not None
+            return self._loop.create_future()
+        if self._park is not None:
+            return _QueuedWaiter(self._park)
+        return _Waiter()
+
+    def simulate(
+        self,
+        main: Callable[..., Coroutine[Any, Any, T]],
+        *args: Any,
+        until: float | None = None,
+        backend: str = "asyncio",
+        end_when_idle: bool = False,
+        **options: Any,
+    ) -> T | None:
+        """Run a model in this simulation, from synchronous code; return ``main``'s value.
+
+        :func:`simulate` with a simulation you keep: afterwards :attr:`now` reads the instant
+        the run ended, and the resources it used still give their statistics.  Use it when
+        the end time matters (``until=None``: when the last process ended)::
+
+            env = sim.Simulation()
+            served = env.simulate(main)
+            print(f"{served} served by t={env.now}")
+
+        Arguments as for :func:`simulate` (the order is this simulation's).  A simulation
+        runs once.
+        """
+        return _simulate(self, main, args, until, backend, end_when_idle, options)
+
+    async def run(self, until: float | None = None) -> None:
+        """Run the model until ``until``, or until every process has ended.
+
+        ``until`` is an instant of the simulation's clock.  In the default order everything
+        due at ``until`` runs (as ``virtualtime.run_until`` and ``virtualtime run --until``
+        do); in ``order="simpy"`` nothing due at exactly ``until`` runs (SimPy's rule).  Either
+        way :attr:`now` reads ``until`` afterwards.  Without ``until`` (or with ``math.inf``,
+        an instant never reached, which means the same), ``run`` returns when every process
+        has ended; processes blocked for ever are a :class:`~virtualtime.DeadlockError` from
+        the loop (see :func:`simulate`'s ``end_when_idle``).  A process that failed with
+        nobody awaiting it is raised here.
+        """
+        until = _check_until(until)
+        if until is not None and until < self._clock():
+            raise InvalidValueError(
+                f"until must not be before the current time {self._clock()!r}, got {until!r} "
+                "(virtual time never goes backwards)"
+            )
+        self._raise_failure()
+        halt = self._halt = self._new_waiter()
+        driver: Any = None
+        if self._park is not None:
+            self._park._vt_fresh()  # the caller may just have entered a fail_after
+        try:
+            if until is None:
+                self._halt_when_empty = True
+                if not self._live:
+                    halt.set_result(None)
+                await halt
+            elif self._fast:
+                target = until
+                if self._simpy:
+                    target = to_seconds(max(to_ticks(until) - 1, to_ticks(self._clock())))
+                assert self._loop is not None
+                driver = self._loop.create_task(_drive_asyncio(target))
+                driver.add_done_callback(lambda _: _settle_halt(halt))
+                await halt
+            else:
+                await self._run_anyio(until, halt)
+        finally:
+            self._halt = None
+            self._halt_when_empty = False
+            if driver is not None and not driver.done():
+                driver.cancel()
+        self._raise_failure()
+        if until is not None:
+            self._final = until
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        if failure is not None:
+            self._failure = None
+            raise failure
+
+    async def _run_anyio(self, until: float, halt: Waiter) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def drive() -> None:
+                if self._simpy:
+                    await anyio.sleep_until(to_seconds(to_ticks(until) - 1))
+                else:
+                    await anyio.sleep_until(until)
+                await anyio.wait_all_tasks_blocked()
+                if not halt.done():
+                    halt.set_result(None)
+
+            group.start_soon(drive)
+            try:
+                await halt
+            finally:
+                group.cancel_scope.cancel()
+
+    def __repr__(self) -> str:
+        if not self._entered:
+            return f"<Simulation not started order={self._order!r}>"
+        state = "ended" if self._final is not None else "running"
+        return (
+            f"<Simulation {state} now={self.now!r} processes={len(self._live)} "
+            f"order={self._order!r}>"
+        )
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def _check_order(order: object) -> str:
+    if not isinstance(order, str):
+        raise InvalidTypeError(
+            f"order must be one of {', '.join(map(repr, ORDERS))}, got {short(order)} "
+            f"({type(order).__name__})"
+        )
+    if order not in ORDERS:
+        raise InvalidValueError(
+            f"order must be one of {', '.join(map(repr, ORDERS))}, got {short(order)}"
+        )
+    return order
+
+
+_SIMPY_HINT: Final = (
+    "this looks like a SimPy process ('yield env.timeout(d)'): write it as 'async def' and "
+    "'await sim.sleep(d)' instead of yield (see docs/coming-from-simpy.md)"
+)
+
+
+_COROUTINE: Final = types.CoroutineType
+
+
+def _check_process(what: str, name: str, coro: object) -> None:
+    """``coro`` must be a coroutine object: name the usual mistakes (a SimPy generator, an
+    async function not called)."""
+    if inspect.isgenerator(coro) or inspect.isgeneratorfunction(coro):
+        raise InvalidTypeError(
+            f"{what} takes a coroutine, got a generator {short(coro)}: {_SIMPY_HINT}"
+        )
+    if isinstance(coro, Coroutine):
+        return
+    if inspect.iscoroutinefunction(coro):
+        raise InvalidTypeError(
+            f"{what} takes a coroutine, got the async function {short(coro)} itself: call the "
+            f"async function ({what[:-2]}(f(...)))"
+        )
+    raise InvalidTypeError(
+        f"{name} must be a coroutine (call the async function: {what[:-2]}(f(...))), got "
+        f"{short(coro)} ({type(coro).__name__})"
+    )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_until(until: object) -> float | None:
+    """``until``: None or ``math.inf`` (no end but the processes' own), or an instant."""
+    if until is None:
+        return None
+    number = check_number("until", until, allow_inf=True)
+    if number == math.inf:
+        return None  # never reached: the run ends when every process has ended
+    if not abs(number) < HORIZON:
+        raise InvalidValueError(
+            "until must be None, math.inf or an instant before the horizon of virtual time "
+            f"({HORIZON:.4g} s), got {short(until)}"
+        )
+    return number
+
+
+def _no_clock() -> float:
+    raise UsageError("this Simulation has not been entered yet ('async with' it)")
+
+
+def _settle_halt(halt: Waiter) -> None:
+    if not halt.done():
+        halt.set_result(None)
+
+
+async def _drive_asyncio(target: float) -> None:
+    from .._engine._loop import VirtualEventLoop
+
+    loop = asyncio.get_running_loop()
+    if isinstance(loop, VirtualEventLoop):
+        from .._engine._control import run_until
+
+        if loop.autojump and not loop.rate and target > loop.time():
+            # Reach the instant on a plain loop timer, so that until then the loop keeps its
+            # fast path (a drive makes every round take the general one) and kit waits can
+            # skip rounds; the drive then runs everything due at the instant.
+            future: asyncio.Future[None] = loop.create_future()
+            handle = loop.call_at(target, _set_result, future, None)
+            try:
+                await future
+            finally:
+                handle.cancel()
+        await run_until(target)
+    else:
+        await asyncio.sleep(max(0.0, target - loop.time()))
+
+
+# --------------------------------------------------------------------------- processes
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def simulate(
+    main: Callable[..., Coroutine[Any, Any, T]],
+    *args: Any,
+    until: float | None = None,
+    backend: str = "asyncio",
+    order: str = "virtualtime",
+    end_when_idle: bool = False,
+    **options: Any,
+) -> T | None:
+    """Run a model in virtual time: ``main(*args)`` as the first process; return its value.
+
+    The run ends at ``until`` (see :meth:`Simulation.run` for what happens at exactly
+    ``until`` in each order), or when every process has ended.  Processes still running at
+    the end are cancelled cleanly, in the order they were started.  Returns ``main``'s
+    return value, or None if ``main`` was still running when the run ended (a ``setup`` that
+    keeps creating customers).  To read when the run ended, or anything else about it
+    afterwards, make the :class:`Simulation` yourself and call its :meth:`Simulation.simulate`:
+    ``env = sim.Simulation(); env.simulate(main); env.now``.
+
+    Args:
+        until: The instant to stop at; None (or ``math.inf``) runs until every process has
+            ended.
+        backend: ``"asyncio"`` (the virtual loop, with the kit's fast path) or ``"trio"``.
+        order: ``"virtualtime"`` or ``"simpy"`` (see :data:`ORDERS`).
+        end_when_idle: SimPy's ending rule: when nothing is left to happen -- every process
+            left waits for something nobody will ever do -- the run ends normally instead
+            of raising :class:`~virtualtime.DeadlockError`.  Off by default, because a model
+            that stops this way usually has a bug.
+        **options: Loop or clock options (``start``, ``deadlock_timeout``, ...), as
+            :func:`virtualtime.anyio_run` takes them.
+    """
+    _check_main(main)
+    return Simulation(order=order).simulate(
+        main, *args, until=until, backend=backend, end_when_idle=end_when_idle, **options
+    )
+
+
+def _check_main(main: object) -> None:
+    if inspect.isgeneratorfunction(main):
+        raise InvalidTypeError(
+            f"main must be an async function, got a generator function {short(main)}: {_SIMPY_HINT}"
+        )
+    if not callable(main):
+        raise InvalidTypeError(
+            f"main must be an async function, got {short(main)} ({type(main).__name__})"
+        )
+
+
+def _simulate(
+    env: Simulation,
+    main: Callable[..., Coroutine[Any, Any, T]],
+    args: tuple[Any, ...],
+    until: object,
+    backend: object,
+    end_when_idle: object,
+    options: dict[str, Any],
+) -> T | None:
+    """:meth:`Simulation.simulate`: every argument checked before anything runs."""
+    _check_main(main)
+    limit = _check_until(until)
+    if not isinstance(backend, str) or backend not in ("asyncio", "trio"):
+        raise (InvalidValueError if isinstance(backend, str) else InvalidTypeError)(
+            f"backend must be 'asyncio' or 'trio', got {short(backend)}"
+        )
+    check_bool("end_when_idle", end_when_idle)
+    begin = options.get("start", 0.0)
+    if limit is not None and _is_number(begin) and limit < begin:
+        raise InvalidValueError(
+            f"until must not be before the start of the run {begin!r}, got {short(until)}"
+        )
+    if env._entered:
+        raise UsageError("a Simulation runs once; make a new one for each run")
+    holder: list[Process[T]] = []
+
+    async def runner() -> None:
+        async with env:
+            if limit is not None and limit < env._clock():
+                raise InvalidValueError(
+                    f"until must not be before the start of the run {env._clock()!r}, got "
+                    f"{short(until)}"
+                )
+            coro = main(*args)
+            holder.append(env.start(coro, name=getattr(main, "__qualname__", None)))
+            await env.run(limit)
+
+    from .._anyio import anyio_run
+
+    if end_when_idle:
+        options.setdefault("deadlock_timeout", 0.0)
+    try:
+        anyio_run(runner, backend=backend, **options)
+    except DeadlockError:
+        if not end_when_idle:
+            raise
+        env._final = env._last
+    if not holder:
+        return None
+    proc = holder[0]
+    if proc._state == _PENDING or proc._exc is not None:
+        return None
+    result: T = proc._value
+    return result
