@@ -36,15 +36,8 @@ Commands that only read or change state inside a loop without waiting (:func:`st
 ``resource.request()``, ``van.travel_to()``, :func:`now`) are plain functions.
 """
 
-from ._buffers import BufferStats as BufferStats
-from ._buffers import Container as Container
-from ._buffers import FilterStore as FilterStore
-from ._buffers import PriorityStore as PriorityStore
-from ._buffers import Store as Store
 from ._clock import Clock as Clock
 from ._clock import TriggerClock as TriggerClock
-from ._conditions import all_of as all_of
-from ._conditions import first_of as first_of
 from ._geometry import ARRIVAL_TOLERANCE as ARRIVAL_TOLERANCE
 from ._geometry import Between as Between
 from ._geometry import DistanceTable as DistanceTable
@@ -53,27 +46,40 @@ from ._geometry import Geometry as Geometry
 from ._geometry import GuidePath as GuidePath
 from ._geometry import Point as Point
 from ._geometry import Polyline as Polyline
+
+# The modelling kit's names, in the order the API reference (docs/api/sim.md) lists them:
+# mkdocstrings follows the order of these imports.
+# isort: off
+from ._simulation import ORDERS as ORDERS
+from ._buffers import BufferStats as BufferStats
+from ._buffers import Container as Container
+from ._buffers import FilterStore as FilterStore
+from ._process import Interrupt as Interrupt
+from ._resources import Preempted as Preempted
+from ._resources import PreemptiveResource as PreemptiveResource
+from ._resources import PriorityResource as PriorityResource
+from ._buffers import PriorityStore as PriorityStore
+from ._process import Process as Process
+from ._resources import Request as Request
+from ._resources import Resource as Resource
+from ._resources import ResourceStats as ResourceStats
 from ._kit import Signal as Signal
+from ._simulation import Simulation as Simulation
+from ._buffers import Store as Store
+from ._conditions import all_of as all_of
+from ._process import current_process as current_process
+from ._conditions import first_of as first_of
+from ._sleep import now as now
+from ._simulation import simulate as simulate
+from ._sleep import sleep as sleep
+from ._process import start as start
+
+# isort: on
 from ._movement import Fleet as Fleet
 from ._movement import Journey as Journey
 from ._movement import JourneyOutcome as JourneyOutcome
 from ._movement import JourneyStatus as JourneyStatus
 from ._movement import Vehicle as Vehicle
-from ._process import Interrupt as Interrupt
-from ._process import Process as Process
-from ._process import current_process as current_process
-from ._process import start as start
-from ._resources import Preempted as Preempted
-from ._resources import PreemptiveResource as PreemptiveResource
-from ._resources import PriorityResource as PriorityResource
-from ._resources import Request as Request
-from ._resources import Resource as Resource
-from ._resources import ResourceStats as ResourceStats
-from ._simulation import ORDERS as ORDERS
-from ._simulation import Simulation as Simulation
-from ._simulation import simulate as simulate
-from ._sleep import now as now
-from ._sleep import sleep as sleep
 from ._stats import Summary as Summary
 from ._stats import Tally as Tally
 from ._stats import TimeSeries as TimeSeries
