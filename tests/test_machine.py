@@ -28,6 +28,7 @@ import pytest
 
 from virtualtime import InvalidTypeError, InvalidValueError
 from virtualtime._shared import _machine as machine
+from virtualtime._shared._machine import _common as machine_offers
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux facts")
 
@@ -211,10 +212,10 @@ def test_cpu_clock_and_thread_list_of_this_process() -> None:
 
 def test_the_state_is_read_after_the_last_parenthesis_of_the_name() -> None:
     # The command name may hold spaces and parentheses: "1 (a) b) (c) S 1 ...".
-    assert machine._state_of(b"42 (a) b) (c) S 1 42 42 0") == "S"
-    assert machine._state_of(b"42 (x) R 1") == "R"
-    assert machine._state_of(b"") == machine.GONE
-    assert machine._state_of(None) == machine.GONE
+    assert machine_offers._state_of(b"42 (a) b) (c) S 1 42 42 0") == "S"
+    assert machine_offers._state_of(b"42 (x) R 1") == "R"
+    assert machine_offers._state_of(b"") == machine.GONE
+    assert machine_offers._state_of(None) == machine.GONE
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,7 +450,7 @@ def test_the_procfs_fallback_finds_the_same_peer_as_netlink(
         client.sendall(b"12345")
         wait_readable(server)
         through_netlink = machine.tcp_peer(client)
-        monkeypatch.setattr(machine, "_AF_NETLINK", None)
+        monkeypatch.setattr(machine_offers, "_AF_NETLINK", None)
         through_procfs = machine.tcp_peer(client)
         assert machine.both_ends_ours(client) is True
     assert through_netlink is not None
@@ -597,7 +598,7 @@ def test_a_pty_counts_bytes_still_on_their_way_through_the_kernel() -> None:
 def test_without_procfs_the_facts_it_gives_are_unknown_and_the_clocks_still_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(machine, "_PROC", "/nonexistent-procfs")
+    monkeypatch.setattr(machine_offers, "_PROC", "/nonexistent-procfs")
     me = threading.get_native_id()
     assert machine.thread_state(me) is None
     assert machine.threads_of() is None
@@ -639,10 +640,10 @@ def test_without_procfs_the_facts_it_gives_are_unknown_and_the_clocks_still_answ
 def test_without_the_ioctls_or_netlink_the_facts_are_unknown(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(machine, "_FIONREAD", None)
-    monkeypatch.setattr(machine, "_OUTQ", None)
-    monkeypatch.setattr(machine, "_TCP_INFO", None)
-    monkeypatch.setattr(machine, "_AF_NETLINK", None)
+    monkeypatch.setattr(machine_offers, "_FIONREAD", None)
+    monkeypatch.setattr(machine_offers, "_OUTQ", None)
+    monkeypatch.setattr(machine_offers, "_TCP_INFO", None)
+    monkeypatch.setattr(machine_offers, "_AF_NETLINK", None)
     a, b = socket.socketpair()
     with a, b:
         a.sendall(b"x")
@@ -697,7 +698,7 @@ def test_whether_procfs_exists_is_known_before_any_loop_asks() -> None:
     # A loop's idle path must not stat anything (anyio's blockbuster turns a blocking call on
     # a loop's thread into an error that kills the loop): the answer for the real /proc is
     # known from the import, in a fresh interpreter.
-    code = "import virtualtime._shared._machine as m; print(m._proc_seen)"
+    code = "import virtualtime._shared._machine._common as m; print(m._proc_seen)"
     shown = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from virtualtime._shared import _machine, _peers
+from virtualtime._shared._machine import _peer as machine_peer
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux facts")
 
@@ -176,8 +177,10 @@ def test_without_the_kernels_facts_an_owed_answer_waits_for_an_event(
     peer: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A peer on another machine (here: the facts switched off) -- only our own side is known.
-    monkeypatch.setattr(_machine, "tcp_peer", lambda sock: None)
-    monkeypatch.setattr(_machine, "both_ends_ours", lambda sock: None)
+    # Both where _peers asks (the package's face) and where the machine's own readers ask.
+    for where in (_machine, machine_peer):
+        monkeypatch.setattr(where, "tcp_peer", lambda sock: None)
+        monkeypatch.setattr(where, "both_ends_ours", lambda sock: None)
     conns = _peers.Connections()
     with _connect(peer) as sock:
         sock.sendall(b"sink\n")
