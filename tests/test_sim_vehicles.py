@@ -29,13 +29,8 @@ from virtualtime.sim._geometry import (
     Point,
     Polyline,
 )
-from virtualtime.sim._movement import (
-    Fleet,
-    Journey,
-    JourneyOutcome,
-    JourneyStatus,
-    Vehicle,
-)
+from virtualtime.sim._journey import Journey, JourneyOutcome, JourneyStatus
+from virtualtime.sim._movement import Fleet, Vehicle
 
 T = TypeVar("T")
 

@@ -31,7 +31,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from virtualtime.sim._movement import JourneyStatus, Vehicle
+from virtualtime.sim._journey import JourneyStatus
+from virtualtime.sim._movement import Vehicle
 
 __all__ = ["PROPERTIES", "Scenario", "Trace", "run_scenario"]
 
