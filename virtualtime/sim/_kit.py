@@ -5,8 +5,8 @@ What every module of the kit shares lives here: the running simulation and proce
 futures on trio (:class:`_Waiter`, :class:`_QueuedWaiter`), :func:`_wait` -- a process's
 interruptible wait, which takes its operation back when it fails -- and the turns that keep
 asyncio's (or SimPy's) order on virtualtime's trio clock.  :class:`Signal` lives here too: it
-is the kit's simplest wait, nothing but a list of these waiters (and tests pin its module).
-The rest of the kit builds on this module, never the other way round:
+is the kit's simplest wait, nothing but a list of these waiters (and tests/test_public_api.py
+pins its module).  The rest of the kit builds on this module, never the other way round:
 
 * ``_simulation`` -- :class:`Simulation`, :data:`ORDERS` and :func:`simulate`: running a model;
 * ``_process`` -- :class:`Process`, :class:`Interrupt`, :func:`start`, :func:`current_process`;

@@ -461,9 +461,6 @@ async def _drive_asyncio(target: float) -> None:
         await asyncio.sleep(max(0.0, target - loop.time()))
 
 
-# --------------------------------------------------------------------------- processes
-
-
 # --------------------------------------------------------------------------- entry point
 
 
