@@ -1125,7 +1125,7 @@ def test_the_engine_is_not_patched_during_a_run(
     assert out.splitlines() == [
         "virtualtime._engine._loop VirtualEventLoop.__init__",
         "virtualtime._engine._loop VirtualEventLoop.close",
-        "virtualtime.trio VirtualClock.__init__",
+        "virtualtime.trio._clock VirtualClock.__init__",
     ]
 
 

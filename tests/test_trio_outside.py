@@ -451,7 +451,7 @@ def test_httpx_against_an_in_process_server_measures_the_exact_delay() -> None:
 
 
 def test_canary_trio_entry_queue_holds_a_deque_and_a_dict_the_clock_swaps() -> None:
-    # virtualtime.trio._listen_to hears other threads call TrioToken.run_sync_soon by swapping
+    # virtualtime.trio._instruments.listen_to hears other threads call run_sync_soon by swapping
     # the two containers of the run's entry queue (trio-private: TrioToken._reentry_queue and
     # its queue/idempotent_queue fields) for subclasses.  If trio changes them, the clock stops
     # hearing other threads (the portal start-then-cancel race comes back): this fails first.

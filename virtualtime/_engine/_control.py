@@ -6,11 +6,11 @@ simulation driver) while the loop runs.  Each acts on the running
 :class:`~virtualtime.VirtualEventLoop` and raises :class:`~virtualtime.UsageError` when
 the running loop is not virtual.
 
-The verbs (and ``now``/``peek``) work on trio too: called from a trio run whose clock is a
-:class:`virtualtime.trio.VirtualClock` (``virtualtime.trio.run``, ``anyio_run(...,
-backend="trio")``, the pytest plugin), they drive that clock with the same meaning, so one
-driver runs on both backends.  trio is never imported here; it is looked for only when no
-asyncio loop is running.
+The verbs (and ``now``/``peek``) work on other backends' virtual clocks too, with the same
+meaning, so one driver runs on every backend.  This module knows no other backend: when no
+asyncio loop runs in the calling thread, each verb asks the registry of drivers
+(:mod:`virtualtime._shared._drivers`), where a backend registers, when it is imported, how to
+find its running virtual clock; the driver found is driven instead of a loop.
 
 A driver that awaits ``evolve(dt)`` is woken only when the loop is idle at ``now + dt``: every
 timer due in the window has fired at its own instant and everything it started has settled.
@@ -20,8 +20,8 @@ lie beyond it.
 Sync or async, one rule for the whole package: a function is a coroutine exactly when it must
 be called from inside a running loop (these verbs, ``sleep``); a ``run...`` function or method
 that drives a loop or clock from outside is synchronous (``virtualtime.run``,
-``loop.run_until(t)``, ``virtualtime.trio.run``).  ``now()`` and ``peek()`` only read, so they
-are plain functions.
+``loop.run_until(t)``, and the same for other backends' clocks).  ``now()`` and ``peek()``
+only read, so they are plain functions.
 
 The contract with the loop: each asyncio verb finds the running virtual loop and awaits
 :meth:`VirtualEventLoop.drive <virtualtime.VirtualEventLoop.drive>`; it reads nothing else of
@@ -35,14 +35,14 @@ import collections.abc
 import datetime
 import heapq
 import math
-import sys
 import typing
 import warnings
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .._clocks._patch import wall_datetime
-from .._shared._errors import InvalidTypeError, UsageError
+from .._shared import _drivers
+from .._shared._errors import InvalidTypeError
 from .._shared._time import TICKS_PER_SECOND as _TICKS_PER_SECOND
 from .._shared._time import check_delay, check_finite, to_ticks
 from ._loop import RUNNING_HERE as _running_here
@@ -54,9 +54,6 @@ _heappush: Final = heapq.heappush
 _iter: Final = iter
 _FAR: Final = 1e18
 """Longest delay (seconds) :func:`sleep` schedules inline (as the loop's ``call_later``)."""
-
-if TYPE_CHECKING:
-    from ..trio import VirtualClock
 
 __all__ = [
     "evolve",
@@ -72,62 +69,41 @@ __all__ = [
 ]
 
 
-def _trio_clock(what: str) -> VirtualClock | None:
-    """The running trio run's VirtualClock; None when no trio run is running here.
+def _other_driver(what: str) -> _drivers.Driver | None:
+    """Another backend's running virtual clock; None when none runs here (or asyncio does).
 
     Looked for only when no asyncio loop runs in this thread (then the asyncio branch decides,
-    unchanged), and only if trio is imported at all.
+    unchanged).  A backend running here with a clock that is not virtual raises its own
+    :class:`~virtualtime.UsageError`, naming ``what``.
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
-        return None
-    trio = sys.modules.get("trio")
-    if trio is None:
-        return None
-    try:
-        clock = trio.lowlevel.current_clock()
-    except RuntimeError:
-        return None
-    virtual_trio = sys.modules.get("virtualtime.trio")
-    if virtual_trio is not None and isinstance(clock, virtual_trio.VirtualClock):
-        found: VirtualClock = clock
-        return found
-    raise UsageError(
-        f"{what} needs virtual time, but trio runs with {type(clock).__name__}; run it with "
-        "virtualtime.trio.run(...) or trio.run(..., clock=virtualtime.trio.VirtualClock())"
-    )
-
-
-def _trio_verbs() -> typing.Any:
-    return sys.modules["virtualtime.trio"]
+        return _drivers.find(what)
+    return None
 
 
 def now() -> float:
     """The running virtual loop's time, in seconds."""
-    clock = _trio_clock("virtualtime.now()")
-    if clock is not None:
-        return clock.current_time()
+    driver = _other_driver("virtualtime.now()")
+    if driver is not None:
+        return driver.now()
     return running_virtual_loop("virtualtime.now()").time()
 
 
 def peek() -> float:
     """Time of the running virtual loop's next pending timer, or ``math.inf``."""
-    clock = _trio_clock("virtualtime.peek()")
-    if clock is not None:
-        result: float = _trio_verbs()._peek(clock)
-        return result
+    driver = _other_driver("virtualtime.peek()")
+    if driver is not None:
+        return driver.peek()
     return running_virtual_loop("virtualtime.peek()").peek()
 
 
 async def settle() -> float:
     """Let everything that is ready (and every timer due now) run; time does not move."""
-    clock = _trio_clock("virtualtime.settle()")
-    if clock is not None:
-        result: float = await _trio_verbs()._settle(clock)
-        return result
+    driver = _other_driver("virtualtime.settle()")
+    if driver is not None:
+        return await driver.settle()
     return await running_virtual_loop("virtualtime.settle()").drive("settle")
 
 
@@ -138,42 +114,35 @@ async def step() -> float | None:
     autojump mode other tasks' timers are what "next" means here, so use this in manual mode
     or when you know what is pending.
     """
-    clock = _trio_clock("virtualtime.step()")
-    if clock is not None:
-        result: float | None = await _trio_verbs()._step(clock)
-        return result
+    driver = _other_driver("virtualtime.step()")
+    if driver is not None:
+        return await driver.step()
     return await running_virtual_loop("virtualtime.step()").drive("step")
 
 
 async def evolve(dt: float) -> float:
     """Fire every timer due in ``[now, now + dt]`` at its own instant; return ``now + dt``."""
     seconds = check_delay("dt", dt)
-    clock = _trio_clock("virtualtime.evolve()")
-    if clock is not None:
-        result: float = await _trio_verbs()._evolve(clock, seconds)
-        return result
+    driver = _other_driver("virtualtime.evolve()")
+    if driver is not None:
+        return await driver.evolve(seconds)
     return await running_virtual_loop("virtualtime.evolve()").drive("evolve", dt)
 
 
 async def run_until(t: float) -> float:
     """:func:`evolve` up to the absolute virtual time ``t`` (not in the past)."""
-    clock = _trio_clock("virtualtime.run_until()")
-    if clock is not None:
-        verbs = _trio_verbs()
-        result: float = await verbs._run_until(
-            clock, verbs._check_target(clock, check_finite("t", t))
-        )
-        return result
+    driver = _other_driver("virtualtime.run_until()")
+    if driver is not None:
+        return await driver.run_until(check_finite("t", t))
     return await running_virtual_loop("virtualtime.run_until()").drive("run_until", t)
 
 
 async def fast_forward(dt: float) -> float:
     """Leap ``dt`` at once; timers the leap made overdue fire in order, seeing the new time."""
     seconds = check_delay("dt", dt)
-    clock = _trio_clock("virtualtime.fast_forward()")
-    if clock is not None:
-        result: float = await _trio_verbs()._fast_forward(clock, seconds)
-        return result
+    driver = _other_driver("virtualtime.fast_forward()")
+    if driver is not None:
+        return await driver.fast_forward(seconds)
     loop = running_virtual_loop("virtualtime.fast_forward()")
     return await loop.drive("fast_forward", dt)
 

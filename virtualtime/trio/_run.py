@@ -1,0 +1,152 @@
+"""Guarded trio runs: :func:`run` and :class:`RunGuard`, which turn a deadlock into an error.
+
+A bare :class:`~virtualtime.trio.VirtualClock` can only sleep when nothing can ever happen
+again; trio gives a clock no public way to make the main task raise.  :class:`RunGuard` wraps
+the main function of a run so that the clock, once it declares a deadlock, cancels the guarded
+task tree and the guard raises :class:`~virtualtime.DeadlockError` instead.  :func:`run` is the
+one-call way to use it; :func:`virtualtime.anyio_run` and the pytest plugin use the guard
+directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections import abc as _abc
+
+import trio
+import trio.lowlevel
+
+from .._shared import _errors
+from ._clock import VirtualClock
+
+__all__ = ["RunGuard", "run"]
+
+_T = typing.TypeVar("_T")
+
+
+class RunGuard(typing.Generic[_T]):
+    """One trio run on a :class:`VirtualClock` whose deadlock raises ``DeadlockError``.
+
+    The contract between the clock and the code that starts trio runs on it --
+    :func:`run`, :func:`virtualtime.anyio_run` with ``backend="trio"`` and the pytest
+    plugin: each wraps its main function, ``trio.run(RunGuard(clock, main).guarded_main,
+    *args, clock=clock)``.  While the guarded main function runs, the clock knows which task
+    tree is the program's; when that tree deadlocks, the clock cancels it and
+    :meth:`guarded_main` raises the clock's :class:`~virtualtime.DeadlockError` (naming every
+    blocked task) instead of letting the run hang.  Only this class sets the clock's guard.
+    """
+
+    __slots__ = ("async_fn", "clock", "deadlock", "name", "scope", "task")
+
+    def __init__(
+        self, clock: VirtualClock, async_fn: _abc.Callable[..., _abc.Awaitable[_T]]
+    ) -> None:
+        if not isinstance(clock, VirtualClock):
+            raise _errors.InvalidTypeError(
+                f"clock must be a virtualtime.trio.VirtualClock, got {clock!r}"
+            )
+        if not callable(async_fn):
+            raise _errors.InvalidTypeError(
+                f"async_fn must be an async function (or another callable returning an "
+                f"awaitable), got {async_fn!r} ({type(async_fn).__name__})"
+            )
+        self.clock = clock
+        self.async_fn = async_fn
+        self.name: str = _callable_name(async_fn)
+        self.scope = trio.CancelScope()
+        self.task: trio.lowlevel.Task | None = None
+        self.deadlock: _errors.DeadlockError | None = None
+        """Set by the clock when it declares this run deadlocked (then it cancels ``scope``)."""
+
+    @staticmethod
+    def active(clock: VirtualClock) -> bool:
+        """Whether a guarded run is under way on ``clock`` (a nested one would be refused)."""
+        return clock._guard is not None
+
+    async def guarded_main(self, *args: object) -> _T:
+        """Await ``async_fn(*args)``; a deadlock ends it with ``DeadlockError``.
+
+        Call it from inside a trio run whose clock is ``clock`` (it is a coroutine because it
+        runs inside one).  Raises :class:`~virtualtime.UsageError` when the running clock is
+        another one, or when ``clock`` already guards a run.
+        """
+        clock = self.clock
+        if trio.lowlevel.current_clock() is not clock:
+            raise _errors.UsageError(
+                f"virtualtime.trio: the running trio clock is not {clock!r}; start the run "
+                "with clock=<that clock>"
+            )
+        if clock._guard is not None:
+            raise _errors.UsageError(f"{clock!r} is already guarding another run")
+        try:
+            with self.scope:
+                clock._guard = self
+                self.task = trio.lowlevel.current_task()
+                clock._dormant = False  # a new guarded run: a deadlock must be found afresh
+                try:
+                    return await self.async_fn(*args)
+                finally:
+                    clock._guard = None
+                    clock._dormant = False
+        except BaseException as exc:
+            # Once the clock has declared a deadlock, whatever the cancellation turned into on
+            # its way out (pytest-trio, for one, reports a fixture it cancelled as a
+            # RuntimeError) is a consequence: the deadlock is what the caller must hear about.
+            error, self.deadlock = self.deadlock, None
+            if error is None or _interrupts(exc):
+                raise
+            raise error from exc
+        error, self.deadlock = self.deadlock, None
+        if error is None:  # pragma: no cover - only the clock cancels this scope
+            raise _errors.UsageError("virtualtime.trio: the guard scope was cancelled unexpectedly")
+        raise error
+
+
+def _callable_name(func: object) -> str:
+    """The name a guarded run's main task goes by in deadlock reports."""
+    while True:
+        name = getattr(func, "__qualname__", None)
+        if isinstance(name, str):
+            return name
+        if not isinstance(func, functools.partial):
+            return repr(func)
+        func = func.func
+
+
+def _interrupts(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or holds) an interruption that must pass through unchanged."""
+    kinds = (KeyboardInterrupt, SystemExit, GeneratorExit)
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(kinds) is not None
+    return isinstance(exc, kinds)
+
+
+def run(
+    async_fn: _abc.Callable[..., _abc.Awaitable[_T]],
+    *args: object,
+    clock: VirtualClock | None = None,
+    **options: typing.Any,
+) -> _T:
+    """Run ``async_fn(*args)`` with trio in virtual time and return its result.
+
+    Like ``trio.run(async_fn, *args, clock=VirtualClock(**options))``, plus one thing a bare
+    clock cannot do: if the run deadlocks (see :class:`VirtualClock`), the main function is
+    cancelled and :class:`~virtualtime.DeadlockError` is raised, naming every blocked task
+    and where it waits, instead of hanging.  Pass either ``clock`` (a clock you keep, to read
+    or :meth:`~VirtualClock.jump` it) or clock ``options`` (``start``, ``autojump``,
+    ``autojump_threshold``, ``rate``, ``deadlock_timeout``, ``patch_time``, ``wall_start``),
+    not both.
+    """
+    if not callable(async_fn):
+        raise _errors.InvalidTypeError(
+            f"async_fn must be an async function, got {async_fn!r} ({type(async_fn).__name__})"
+        )
+    if clock is None:
+        clock = VirtualClock(**options)
+    elif options:
+        raise _errors.InvalidTypeError(
+            f"pass clock options ({', '.join(sorted(options))}) or clock={clock!r}, not both"
+        )
+    guard = RunGuard(clock, async_fn)
+    return trio.run(guard.guarded_main, *args, clock=clock)
