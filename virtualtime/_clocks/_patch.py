@@ -88,16 +88,14 @@ pure-Python replacements add a few hundred (``datetime.now()`` at a new instant 
 as a ``fromtimestamp`` call).  Both paths give the same answers; both are tested.  Measured in
 ``bench/bench_patch_time.py``.
 
-Why this is one module
-----------------------
-The routing table (which thread reads which patch), the per-module verdicts, the last
+One room: The routing table (which thread reads which patch), the per-module verdicts, the last
 ``datetime`` made, the count of runs using the patch and the redirections in place are module
 state that the patches (which route threads), the replacements (which read the routes on every
-clock call, the hot path) and install/uninstall (which put the replacements in place) all
-share -- and the compiled helper is handed the same objects once, at import.  Split into
-modules, each replacement would reach that state through another module's attribute on every
-call, or the state would have two owners; so the three stay together, in the order the
-dividers below mark.  The C side of redirecting an object is :mod:`virtualtime._clocks._hook`.
+clock call, the hot path) and install/uninstall (which put the replacements in place) all share
+-- and the compiled helper is handed the same objects once, at import.  Split into modules, each
+replacement would reach that state through another module's attribute on every call, or the
+state would have two owners; so the three stay together, in the order the dividers below mark.
+The C side of redirecting an object is :mod:`virtualtime._clocks._hook`.
 """
 
 from __future__ import annotations

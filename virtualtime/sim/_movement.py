@@ -47,14 +47,12 @@ Waiting for a positive velocity is not offered: the velocity is only asked when 
 planned, so a stopped vehicle could notice a change only by polling, and a poll in virtual time
 either spins forever or invents an interval.  To stop a vehicle, ``halt()`` it.
 
-Why this is one module
-----------------------
-:class:`Vehicle` is one class whose methods share the invariants above (the step in flight,
-the journey it serves, the odometer and operating time kept in exact ticks) and whose driving
-methods are the per-step hot path; and :class:`Fleet` and ``Vehicle`` use each other at run
-time (``async with vehicle:`` makes a one-vehicle fleet, a fleet binds its vehicles' task
-group and checks that what it is given is a vehicle).  Splitting either would cut through one
-of those, so they stay together; the journey a vehicle returns lives in :mod:`._journey`.
+One room: :class:`Vehicle` is one class whose methods share the invariants above (the step in
+flight, the journey it serves, the odometer and operating time kept in exact ticks) and whose
+driving methods are the per-step hot path; and :class:`Fleet` and ``Vehicle`` use each other at
+run time (``async with vehicle:`` makes a one-vehicle fleet, a fleet binds its vehicles' task
+group and checks that what it is given is a vehicle).  Splitting either would cut through one of
+those, so they stay together; the journey a vehicle returns lives in :mod:`._journey`.
 """
 
 from __future__ import annotations
