@@ -242,7 +242,7 @@ def child_main(args: argparse.Namespace) -> int:
 
 def _compiled() -> bool | None:
     """Did this child run virtualtime's compiled core?  None if virtualtime was not loaded."""
-    loop_module = sys.modules.get("virtualtime._engine._loop")
+    loop_module = sys.modules.get("virtualtime._engine._compiled")
     return None if loop_module is None else bool(loop_module.COMPILED)
 
 
@@ -602,7 +602,7 @@ def versions() -> str:
 
 def header(args: argparse.Namespace, argv: Sequence[str]) -> list[str]:
     cmd = shlex.join([".venv/bin/python", "bench/bench_wakeups.py", *argv])
-    loop_module: Any = __import__("virtualtime._engine._loop", fromlist=["COMPILED"])
+    loop_module: Any = __import__("virtualtime._engine._compiled", fromlist=["COMPILED"])
     core = "built" if loop_module.COMPILED else "NOT built (every row ran pure Python)"
     return [
         "## Wake-up benchmark",

@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
-from virtualtime._engine import _anyio_sleep, _control, _loop
+from virtualtime._engine import _anyio_sleep, _compiled, _control
 from virtualtime._engine._loop import VirtualEventLoop
 
 
@@ -93,8 +93,8 @@ def takes_native_sleep(levels: list[object]) -> bool:
     """Did the chain take virtualtime.sleep?  The compiled core's Sleep stands just above its
     future; the pure-Python one keeps no level of its own, so anyio's ``sleep`` awaits the
     future's iterator directly."""
-    if _loop.core is not None:
-        return levels[-2] is _loop.core.Sleep
+    if _compiled.core is not None:
+        return levels[-2] is _compiled.core.Sleep
     return levels[-2] is ANYIO_SLEEP and getattr(levels[-1], "__name__", "") == "FutureIter"
 
 

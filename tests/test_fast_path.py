@@ -24,8 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import virtualtime
-from virtualtime._engine import _loop as _loop_module
-from virtualtime._engine._loop import VirtualEventLoop, set_result_unless_cancelled
+from virtualtime._engine import _compiled
+from virtualtime._engine._handles import set_result_unless_cancelled
+from virtualtime._engine._loop import VirtualEventLoop
 from virtualtime._engine._timers import SCAN_MIN
 
 Sleep = Callable[..., Awaitable[None]]
@@ -565,7 +566,7 @@ def test_a_subclass_call_soon_still_schedules_every_future_callback() -> None:
     plain = virtualtime.new_event_loop()
     try:
         bound: Any = plain.__dict__.get("call_soon")
-        if _loop_module.COMPILED:  # the compiled caller, which calls the method when unusual
+        if _compiled.COMPILED:  # the compiled caller, which calls the method when unusual
             assert type(bound).__name__ == "SoonCaller"
         else:  # the method itself, bound once
             assert bound.__func__ is VirtualEventLoop.call_soon
@@ -757,12 +758,12 @@ def test_canary_weakset_keeps_its_references_in_a_set() -> None:
 _STORY_SCRIPT = """
 import json, sys
 sys.path.insert(0, {tests!r})
-import virtualtime._engine._loop
+import virtualtime._engine._compiled
 from test_fast_path import random_program, run_with
 import virtualtime
 stories = [run_with("fast", random_program(seed), virtualtime.sleep, history)
            for seed in (1, 2, 3) for history in (100_000, None)]
-print(json.dumps([virtualtime._engine._loop.COMPILED, stories]))
+print(json.dumps([virtualtime._engine._compiled.COMPILED, stories]))
 """
 
 
@@ -773,7 +774,7 @@ def test_the_pure_path_and_the_compiled_core_tell_the_same_story() -> None:
     import sys
     from pathlib import Path
 
-    import virtualtime._engine._loop
+    import virtualtime._engine._compiled
 
     tests = str(Path(__file__).parent)
     here = [
@@ -794,18 +795,18 @@ def test_the_pure_path_and_the_compiled_core_tell_the_same_story() -> None:
     assert compiled is False  # the variable forces the pure path
     assert json.loads(json.dumps(here)) == there
     if os.environ.get("VIRTUALTIME_PURE_PYTHON"):
-        assert virtualtime._engine._loop.COMPILED is False
+        assert virtualtime._engine._compiled.COMPILED is False
 
 
 def test_the_compiled_core_is_used_whenever_it_was_built() -> None:
     import importlib.util
     import os
 
-    import virtualtime._engine._loop
+    import virtualtime._engine._compiled
 
     built = importlib.util.find_spec("virtualtime._engine._cwake") is not None
     forced_pure = bool(os.environ.get("VIRTUALTIME_PURE_PYTHON"))
-    assert virtualtime._engine._loop.COMPILED is (built and not forced_pure)
+    assert virtualtime._engine._compiled.COMPILED is (built and not forced_pure)
 
 
 _THREAD_SCRIPT = """
@@ -843,7 +844,7 @@ def test_the_thread_check_calls_no_threading_function_with_anyio_loaded() -> Non
 
 
 def test_the_loop_running_here_is_the_running_loop_and_is_forgotten_after() -> None:
-    from virtualtime._engine._loop import RUNNING_HERE
+    from virtualtime._engine._running import RUNNING_HERE
 
     async def inner() -> bool:
         return RUNNING_HERE.loop is asyncio.get_running_loop()

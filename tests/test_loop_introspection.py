@@ -26,7 +26,7 @@ import inspect
 import json
 
 import virtualtime
-from virtualtime._engine import _loop
+from virtualtime._engine import _compiled
 
 
 def shape(sig):
@@ -60,7 +60,7 @@ for name in sorted(dir(loop)):
 loop.close()
 stock.close()
 print(json.dumps({
-    "compiled": _loop.COMPILED,
+    "compiled": _compiled.COMPILED,
     "built": importlib.util.find_spec("virtualtime._engine._cwake") is not None,
     "problems": problems,
     "compared": compared,
@@ -76,7 +76,7 @@ import pydoc
 from unittest import mock
 
 import virtualtime
-from virtualtime._engine import _loop
+from virtualtime._engine import _compiled
 
 CALLS = {
     "call_soon()": lambda m: m.call_soon(),
@@ -116,7 +116,7 @@ def patched(loop):
 loop = virtualtime.new_event_loop()
 stock = asyncio.SelectorEventLoop()
 result = {
-    "compiled": _loop.COMPILED,
+    "compiled": _compiled.COMPILED,
     "virtual": verdicts(loop),
     "stock": verdicts(stock),
     "patched virtual": patched(loop),

@@ -10,14 +10,16 @@ shortcut and without it (``history=`` turns it off, since a kept history must se
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import random
+import sys
 from typing import Any
 
 import pytest
 
 import virtualtime
 from virtualtime import sim
-from virtualtime._engine import _loop, _outside
+from virtualtime._engine import _loop, _outside, _waits
 from virtualtime.sim import _fast
 
 
@@ -66,7 +68,7 @@ def test_the_round_count_is_per_loop() -> None:
         loop = asyncio.get_running_loop()
         return sum(_fast.jump_to(loop, k * 1000, None) for k in range(1, waits + 1))
 
-    every = _loop.JUMP_ROUND_EVERY
+    every = _waits.JUMP_ROUND_EVERY
     # Another loop's waits do not bring this loop's round forward: each fresh loop jumps
     # every-1 times in a row before it takes its round.
     assert virtualtime.run(main(every - 1)) == every - 1
@@ -147,11 +149,11 @@ def test_one_wait_in_a_while_takes_the_round_anyway() -> None:
     async def main() -> int:
         loop = asyncio.get_running_loop()
         jumps = 0
-        for k in range(1, 2 * _loop.JUMP_ROUND_EVERY + 1):
+        for k in range(1, 2 * _waits.JUMP_ROUND_EVERY + 1):
             jumps += _fast.jump_to(loop, k * 1000, None)
         return jumps
 
-    assert virtualtime.run(main()) == 2 * _loop.JUMP_ROUND_EVERY - 2
+    assert virtualtime.run(main()) == 2 * _waits.JUMP_ROUND_EVERY - 2
 
 
 def _model(**options: Any) -> list[tuple[float, str]]:
@@ -218,3 +220,21 @@ def test_the_same_model_runs_the_same_with_and_without_skipped_rounds(
     before = skipped
     assert fast == _model(history=100_000)
     assert skipped == before  # with a history kept, no wait skipped its round
+
+
+def test_the_kit_fails_loudly_when_the_loop_module_it_takes_the_waker_from_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The kit's waits schedule the loop's own waker, which the loop resolves in timer order;
+    # a stand-in the loop does not recognise would silently cost every wake-up a trip through
+    # the ready queue.  So a reorganised engine must break the kit's import, not be papered
+    # over: run _fast.py afresh with the waker's home module gone.
+    home = _fast.set_result.__module__
+    assert home.startswith("virtualtime._engine.")
+    monkeypatch.setitem(sys.modules, home, None)
+    spec = importlib.util.spec_from_file_location("virtualtime.sim._fast_again", _fast.__file__)
+    assert spec is not None
+    assert spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    with pytest.raises(ImportError, match=home):
+        spec.loader.exec_module(again)

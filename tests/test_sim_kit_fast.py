@@ -331,11 +331,11 @@ def test_the_kit_sleep_is_compiled_exactly_when_the_core_is() -> None:
         return kind
 
     kind = sim.simulate(main)
-    assert kind == ("KitNap" if virtualtime._engine._loop.COMPILED else "generator")
+    assert kind == ("KitNap" if virtualtime._engine._compiled.COMPILED else "generator")
     nap: Any = sim.sleep(1)
     assert isinstance(nap, _kit._Abandonable)
     nap._abandon()  # taken back unawaited: no "never awaited" warning
-    assert (_sleep._KIT_SLEEP is not None) is virtualtime._engine._loop.COMPILED
+    assert (_sleep._KIT_SLEEP is not None) is virtualtime._engine._compiled.COMPILED
 
 
 def _suspended_sleep(loop: Any) -> tuple[Any, asyncio.Future[Any], int]:
@@ -363,7 +363,7 @@ def test_a_kit_sleep_given_up_by_hand_leaves_its_entry_dead(sleep_path: str, how
         sim.start(nap())  # something due before 5, so the sleep must really suspend
         awaiting, future, dead_before = _suspended_sleep(loop)
         assert me._target is future
-        compiled = sleep_path == "as-built" and virtualtime._engine._loop.COMPILED
+        compiled = sleep_path == "as-built" and virtualtime._engine._compiled.COMPILED
         assert type(awaiting).__name__ == ("KitNap" if compiled else "generator")
         if how == "throw":
             with pytest.raises(ValueError, match="given up"):
@@ -457,11 +457,11 @@ def test_the_compiled_sim_now_reads_the_reference_clock() -> None:
 
 
 def test_canary_sim_sleep_and_now_are_compiled_exactly_when_the_core_is() -> None:
-    compiled = virtualtime._engine._loop.COMPILED
+    compiled = virtualtime._engine._compiled.COMPILED
     assert (sim.sleep is not _sleep.pure_sleep) is compiled
     assert (sim.now is not _sleep.pure_now) is compiled
     if compiled:
-        core = virtualtime._engine._loop.core
+        core = virtualtime._engine._compiled.core
         assert sim.now is core.kit_now
         # sim.sleep(delay) and sim.sleep(delay, value) are the compiled maker itself (no
         # Python frame), and the compiled base marks an awaited sleep and warns about one
@@ -480,8 +480,8 @@ def _makers() -> list[Any]:
     """Every maker of a kit sleep in this build: the public one, the reference and, compiled,
     the compiled maker called directly."""
     makers: list[Any] = [sim.sleep, _sleep.pure_sleep]
-    if virtualtime._engine._loop.COMPILED:
-        makers.append(virtualtime._engine._loop.core.kit_sleep)
+    if virtualtime._engine._compiled.COMPILED:
+        makers.append(virtualtime._engine._compiled.core.kit_sleep)
     return makers
 
 

@@ -366,7 +366,7 @@ def test_the_plain_round_waits_for_a_thread_that_starts_mid_run() -> None:
 def test_a_sleep_timer_runs_in_no_context_and_every_other_timer_keeps_its_own() -> None:
     import contextvars
 
-    from virtualtime._engine import _loop
+    from virtualtime._engine import _handles
     from virtualtime._engine._timers import SleepTimer
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
@@ -385,7 +385,7 @@ def test_a_sleep_timer_runs_in_no_context_and_every_other_timer_keeps_its_own() 
         assert type(waker) is SleepTimer
         assert not hasattr(waker, "_context")
         assert (waker.when(), waker.cancelled()) == (1.0, False)
-        assert plain._context is not _loop._WAKE_CONTEXT
+        assert plain._context is not _handles._WAKE_CONTEXT
         assert given._context is mine  # a context asked for: a real handle
         assert await future == 5
         await asyncio.sleep(1)
@@ -393,4 +393,4 @@ def test_a_sleep_timer_runs_in_no_context_and_every_other_timer_keeps_its_own() 
 
     virtualtime.run(main())
     assert seen == ["task", "task"]
-    assert len(_loop._WAKE_CONTEXT) == 0
+    assert len(_handles._WAKE_CONTEXT) == 0

@@ -41,7 +41,7 @@ from ._engine._control import sleep as sleep
 from ._engine._control import sleep_until as sleep_until
 from ._engine._control import step as step
 from ._engine._control import wall_time as wall_time
-from ._engine._loop import HistoryRecord as HistoryRecord
+from ._engine._history import HistoryRecord as HistoryRecord
 from ._engine._loop import VirtualEventLoop as VirtualEventLoop
 from ._engine._runner import new_event_loop as new_event_loop
 from ._engine._runner import run as run

@@ -29,7 +29,7 @@ path.  ``tests/test_canaries.py`` names the assumption.
 
 The same hook makes anyio's cancellation order reproducible on virtual loops.  A cancelled
 anyio task group delivers the cancellation to its tasks (a ``set`` of tasks, which the loop's
-numbered tasks iterate in a fixed order: see :class:`virtualtime._engine._loop.Task`) and then to
+numbered tasks iterate in a fixed order: see :class:`virtualtime._engine._handles.Task`) and then to
 its child cancel scopes -- every task anyio starts runs inside a scope of its own, so that is
 where the group's children are -- iterating a ``set`` of scopes, which hash by address.  So a
 cancel scope made while a virtual loop runs in this thread keeps its child scopes in
@@ -51,7 +51,7 @@ from typing import Any, Final
 
 from .._shared._threads import ANYIO_ASYNCIO
 from . import _control
-from ._loop import RUNNING_HERE
+from ._running import RUNNING_HERE
 
 __all__ = ("ChildScopes", "install", "installed", "scopes_ordered")
 

@@ -18,9 +18,11 @@ loop's own fast-path decision (``VirtualEventLoop._run_once``), read from the lo
 any doubt (debug mode, history kept for a trace, rate or manual mode, outside work, a
 pending cancellation) means no jump.  One wait in ``JUMP_ROUND_EVERY`` (256, counted per
 loop) takes the round anyway, so a model that never needs the loop still lets it deliver
-``Ctrl-C`` and cancellations.  The rule is a loop method (``VirtualEventLoop._vt_jump_to``
-and ``_vt_jump_by``); :func:`jump_to` and :func:`jump_by` are its callers here, and
-``tests/test_sim_fast.py`` pins the contract.
+``Ctrl-C`` and cancellations.  The rule is a documented contract of the loop
+(``VirtualEventLoop._vt_jump_to`` and ``_vt_jump_by``, in ``virtualtime/_engine/_waits.py``,
+whose docstring states it; ``docs/loop.md`` explains it); :func:`jump_to` and :func:`jump_by`
+are its callers here and read nothing else of the loop, and ``tests/test_sim_fast.py`` pins
+the contract.
 
 On trio the toolkit waits on virtualtime's trio clock through the clock's kit waits
 (``virtualtime/trio/_park.py``: the task parks on the clock, or goes on in place when nothing
@@ -33,16 +35,9 @@ import asyncio
 import sys
 from typing import Any
 
+from .._engine._handles import set_result_unless_cancelled as set_result
+
 __all__ = ["asyncio_loop", "current_library", "jump_by", "jump_to", "set_result", "trio_module"]
-
-try:
-    from .._engine._loop import set_result_unless_cancelled as set_result
-except ImportError:  # pragma: no cover - the loop module was reorganised
-
-    def set_result(fut: asyncio.Future[Any], result: Any) -> None:
-        if not fut.cancelled():
-            fut.set_result(result)
-
 
 _trio: Any = None
 
@@ -104,7 +99,8 @@ def jump_to(loop: Any, ticks: int, task: asyncio.Task[Any] | None) -> bool:
     True: the clock reads ``ticks`` and the calling task goes on at once (it must not
     suspend for this wait).  False: wait the ordinary way (a loop timer), and always False
     on a loop that is not virtual.  Only from ``task``, running on ``loop`` (None: look it
-    up).  The rule is the loop's own (``VirtualEventLoop._vt_jump_to``).
+    up).  The rule, and what True promises, is the loop's contract
+    (``VirtualEventLoop._vt_jump_to``); this reads no other private field of the loop.
     """
     try:
         jump = loop._vt_jump_to

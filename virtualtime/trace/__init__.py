@@ -73,7 +73,7 @@ in the order ``_text``, ``_categories``, ``_chrome``, ``_record`` / ``_plot``.
 
 from __future__ import annotations
 
-from .._engine._loop import RecordKind, TaskRecord
+from .._engine._history import RecordKind, TaskRecord
 from ._categories import Category, categories, register_category
 from ._chrome import MICROSECONDS, TIMERS_ROW, Span, chrome_trace, load_trace, write_trace
 from ._plot import NoSuchRows, plot_trace

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .._engine._loop import RecordKind, TaskRecord
+from .._engine._history import RecordKind, TaskRecord
 from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._shared._time import check_finite
 from .._version import __version__
@@ -25,7 +25,7 @@ from ._categories import Category, categories
 from ._text import _shown
 
 if TYPE_CHECKING:
-    from .._engine._loop import HistoryRecord
+    from .._engine._history import HistoryRecord
 
 MICROSECONDS: Final = 1_000_000
 """Trace microseconds per virtual second."""

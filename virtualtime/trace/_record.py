@@ -16,13 +16,13 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from .._engine._loop import TaskRecord
+from .._engine._history import TaskRecord
 from .._shared._errors import InvalidValueError
 from .._shared._time import check_finite
 from ._chrome import Span, _check_tasks, _document, _run_events, write_trace
 
 if TYPE_CHECKING:
-    from .._engine._loop import HistoryRecord
+    from .._engine._history import HistoryRecord
 
 
 class TraceRecorder:
