@@ -29,7 +29,8 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 import virtualtime
-from virtualtime._engine._outside import POKE_GRACE, Allowances
+from virtualtime._engine._allowances import Allowances
+from virtualtime._engine._outside import POKE_GRACE
 from virtualtime._shared._threads import Speakers
 
 
@@ -559,7 +560,7 @@ def test_canary_the_model_reads_the_next_timer_number_without_taking_it() -> Non
 
 
 def test_canary_a_process_pools_manager_thread_keeps_its_pending_futures() -> None:
-    # _outside._in_process_pool: concurrent.futures.process._ExecutorManagerThread keeps the
+    # _thread_jobs._in_process_pool: concurrent.futures.process._ExecutorManagerThread keeps the
     # pool's unfinished work items, each with its future, in pending_work_items.
     from concurrent.futures import process
 
@@ -570,7 +571,7 @@ def test_canary_a_process_pools_manager_thread_keeps_its_pending_futures() -> No
         ]
         items = [item for m in managers for item in m.pending_work_items.values()]
         assert any(item.future is future for item in items), (
-            "a process pool's pending futures moved: update virtualtime/_engine/_outside.py "
+            "a process pool's pending futures moved: update virtualtime/_engine/_thread_jobs.py "
             "(_in_process_pool)"
         )
         future.result()

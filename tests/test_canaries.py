@@ -1,6 +1,7 @@
 """Canaries: one named test per private asyncio / anyio / threading assumption of the engine.
 
-The engine's loop modules (``virtualtime/_engine/_loop.py``, ``_outside.py``, ``_timers.py``,
+The engine's loop modules (``virtualtime/_engine/_loop.py`` and its mixins, ``_handles.py``,
+``_outside.py`` and the modules it reads the world with, ``_timers.py``,
 ``_anyio_sleep.py``) touch a few private parts of asyncio, concurrent.futures, threading and
 anyio, each with a comment saying why.  If a new Python (or anyio) changes one of them, the
 matching test here fails first and says which symbol moved and where virtualtime relies on
@@ -42,7 +43,7 @@ def changed(what: str, where: str) -> str:
 
 
 def test_canary_handle_and_timerhandle_slots_are_the_ones_Timer_sets() -> None:
-    # _loop.py, class _Timer: builds a TimerHandle by setting its slots directly.
+    # _handles.py, class _Timer: builds a TimerHandle by setting its slots directly.
     handle_slots = set(asyncio.Handle.__slots__)
     timer_slots = set(asyncio.TimerHandle.__slots__)
     expected_handle = {
@@ -57,16 +58,16 @@ def test_canary_handle_and_timerhandle_slots_are_the_ones_Timer_sets() -> None:
     }
     assert handle_slots == expected_handle, changed(
         f"asyncio.Handle.__slots__ (now {sorted(handle_slots)})",
-        "virtualtime/_engine/_loop.py (the _Timer class)",
+        "virtualtime/_engine/_handles.py (the _Timer class)",
     )
     assert timer_slots == {"_scheduled", "_when"}, changed(
         f"asyncio.TimerHandle.__slots__ (now {sorted(timer_slots)})",
-        "virtualtime/_engine/_loop.py (the _Timer class)",
+        "virtualtime/_engine/_handles.py (the _Timer class)",
     )
 
 
 def test_canary_a_stock_timerhandle_has_the_field_values_Timer_sets() -> None:
-    # _loop.py, class _Timer: the values it gives each slot must be the stock constructor's.
+    # _handles.py, class _Timer: the values it gives each slot must be the stock constructor's.
     loop = asyncio.new_event_loop()
     try:
         context = contextvars.copy_context()
@@ -90,21 +91,23 @@ def test_canary_a_stock_timerhandle_has_the_field_values_Timer_sets() -> None:
         "_loop": loop,
         "_repr": None,
         "_context": context,
-    }, changed("what asyncio.TimerHandle.__init__ stores", "virtualtime/_engine/_loop.py (_Timer)")
+    }, changed(
+        "what asyncio.TimerHandle.__init__ stores", "virtualtime/_engine/_handles.py (_Timer)"
+    )
     assert stock._scheduled is False, changed(
         "TimerHandle._scheduled (the loop sets it when it queues the timer)",
-        "virtualtime/_engine/_loop.py (_Timer) and virtualtime/_engine/_timers.py",
+        "virtualtime/_engine/_handles.py (_Timer) and virtualtime/_engine/_timers.py",
     )
 
 
 def test_canary_asyncio_sleep_wakes_through_set_result_unless_cancelled() -> None:
-    # _loop.py, _WAKERS: the direct-wake path recognises asyncio.sleep's timer callback by
+    # _handles.py, _WAKERS: the direct-wake path recognises asyncio.sleep's timer callback by
     # identity.  If asyncio.sleep schedules something else, sleeps would lose the fast path
     # and trace spans.
     waker = getattr(asyncio.futures, "_set_result_unless_cancelled", None)
     assert callable(waker), changed(
         "asyncio.futures._set_result_unless_cancelled (gone)",
-        "virtualtime/_engine/_loop.py (_WAKERS)",
+        "virtualtime/_engine/_handles.py (_WAKERS)",
     )
     loop = asyncio.new_event_loop()
     try:
@@ -118,7 +121,7 @@ def test_canary_asyncio_sleep_wakes_through_set_result_unless_cancelled() -> Non
         loop.close()
     assert scheduled == [waker], changed(
         f"the callback asyncio.sleep schedules (now {scheduled!r})",
-        "virtualtime/_engine/_loop.py (_WAKERS)",
+        "virtualtime/_engine/_handles.py (_WAKERS)",
     )
 
 
@@ -158,7 +161,7 @@ LOOP_PRIVATE_METHODS = (
 
 @pytest.mark.parametrize("name", LOOP_PRIVATE)
 def test_canary_the_stock_loop_has_the_state_the_virtual_loop_reads(name: str) -> None:
-    # _loop.py, VirtualEventLoop (see its TYPE_CHECKING block and "asyncio-private" comments).
+    # _fields.py (its TYPE_CHECKING block) and the loop modules' "asyncio-private" comments.
     loop = asyncio.SelectorEventLoop()
     try:
         assert hasattr(loop, name), changed(
@@ -176,7 +179,7 @@ def test_canary_the_stock_loop_has_the_methods_the_virtual_loop_calls(name: str)
 
 
 def test_canary_the_ready_queue_is_a_deque_of_handles() -> None:
-    # _loop.py, VirtualEventLoop._run_once: pops handles off _ready like the stock one (and
+    # _cycle.py, VirtualEventLoop._run_once: pops handles off _ready like the stock one (and
     # the kit's sleep, in _kit.py and _cwake.c, asks whether anything is ready).
     loop = asyncio.SelectorEventLoop()
     try:
@@ -186,7 +189,7 @@ def test_canary_the_ready_queue_is_a_deque_of_handles() -> None:
     finally:
         loop.close()
     assert kinds == [asyncio.Handle], changed(
-        f"BaseEventLoop._ready (now holds {kinds})", "virtualtime/_engine/_loop.py (_run_once)"
+        f"BaseEventLoop._ready (now holds {kinds})", "virtualtime/_engine/_cycle.py (_run_once)"
     )
 
 
@@ -204,18 +207,18 @@ def test_canary_unix_loops_keep_signal_handlers_in_a_dict() -> None:
 
 
 def test_canary_slow_callbacks_are_logged_through_base_events() -> None:
-    # _loop.py, _run_once's slow-callback report: base_events.logger and _format_handle.
+    # _cycle.py, _run_once's slow-callback report: base_events.logger and _format_handle.
     assert hasattr(asyncio.base_events, "logger"), changed(
-        "asyncio.base_events.logger", "virtualtime/_engine/_loop.py (_run_once, slow callbacks)"
+        "asyncio.base_events.logger", "virtualtime/_engine/_cycle.py (_run_once, slow callbacks)"
     )
     assert callable(getattr(asyncio.base_events, "_format_handle", None)), changed(
         "asyncio.base_events._format_handle",
-        "virtualtime/_engine/_loop.py (_run_once, slow callbacks)",
+        "virtualtime/_engine/_cycle.py (_run_once, slow callbacks)",
     )
 
 
 def test_canary_get_running_loop_has_a_fast_private_twin() -> None:
-    # _loop.py, running_virtual_loop and VirtualEventLoop._vt_outside.
+    # _loop.py, running_virtual_loop, and _driving.py, VirtualEventLoop._vt_outside.
     from asyncio import events
 
     assert callable(getattr(events, "_get_running_loop", None)), changed(
@@ -224,7 +227,7 @@ def test_canary_get_running_loop_has_a_fast_private_twin() -> None:
 
 
 def test_canary_a_task_blocked_on_a_future_names_it_in_fut_waiter() -> None:
-    # _loop.py, _describe_task: the deadlock report says what a task awaits.
+    # _reports.py, _describe_task: the deadlock report says what a task awaits.
     async def main() -> object:
         future = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(asyncio.wait_for(future, 10))
@@ -237,7 +240,7 @@ def test_canary_a_task_blocked_on_a_future_names_it_in_fut_waiter() -> None:
 
     waiter = asyncio.run(main())
     assert waiter != "missing", changed(
-        "Task._fut_waiter", "virtualtime/_engine/_loop.py (_describe_task)"
+        "Task._fut_waiter", "virtualtime/_engine/_reports.py (_describe_task)"
     )
 
 
@@ -245,9 +248,9 @@ def test_canary_a_task_blocked_on_a_future_names_it_in_fut_waiter() -> None:
 
 
 def test_canary_future_chaining_callbacks_have_these_names() -> None:
-    # _outside.py, completed_by / wrapped_into / _DELIVERIES: chained futures are recognised
+    # _thread_jobs.py, completed_by / wrapped_into / _DELIVERIES: chained futures are recognised
     # by the names of asyncio's chaining callbacks.
-    from virtualtime._engine._outside import completed_by, wrapped_into
+    from virtualtime._engine._thread_jobs import completed_by, wrapped_into
 
     async def main() -> tuple[bool, bool]:
         loop = asyncio.get_running_loop()
@@ -270,41 +273,41 @@ def test_canary_future_chaining_callbacks_have_these_names() -> None:
 
     assert virtualtime.run(main()) == (True, True), changed(
         "asyncio.futures._chain_future's callbacks (_call_set_state / _call_check_cancel)",
-        "virtualtime/_engine/_outside.py (completed_by, wrapped_into)",
+        "virtualtime/_engine/_thread_jobs.py (completed_by, wrapped_into)",
     )
     chain: Any = asyncio.futures
     assert "_set_state" in inspect.getsource(chain._chain_future), changed(
         "asyncio.futures._chain_future (_set_state)",
-        "virtualtime/_engine/_outside.py (_DELIVERIES)",
+        "virtualtime/_engine/_thread_jobs.py (_DELIVERIES)",
     )
 
 
 def test_canary_concurrent_futures_keep_done_callbacks_in_a_list() -> None:
-    # _outside.py, _chain_callbacks.
+    # _thread_jobs.py, _chain_callbacks.
     future: concurrent.futures.Future[int] = concurrent.futures.Future()
     future.add_done_callback(print)
     assert getattr(future, "_done_callbacks", None) == [print], changed(
         "concurrent.futures.Future._done_callbacks",
-        "virtualtime/_engine/_outside.py (_chain_callbacks)",
+        "virtualtime/_engine/_thread_jobs.py (_chain_callbacks)",
     )
 
 
 def test_canary_blocked_result_and_work_item_frames_are_where_the_model_looks() -> None:
-    # _outside.py, _blocked_on / _work_item_future: frames named "result" in
+    # _thread_jobs.py, _blocked_on / _work_item_future: frames named "result" in
     # concurrent/futures/_base.py and "run" in concurrent/futures/thread.py.
-    from virtualtime._engine._outside import _FUTURES_BASE, _FUTURES_THREAD
+    from virtualtime._engine._thread_jobs import _FUTURES_BASE, _FUTURES_THREAD
 
     base = concurrent.futures._base.Future.result.__code__
     assert (base.co_name, base.co_filename.endswith(_FUTURES_BASE)) == ("result", True), changed(
-        "concurrent.futures Future.result's location", "virtualtime/_engine/_outside.py"
+        "concurrent.futures Future.result's location", "virtualtime/_engine/_thread_jobs.py"
     )
     run = concurrent.futures.thread._WorkItem.run.__code__
     assert (run.co_name, run.co_filename.endswith(_FUTURES_THREAD)) == ("run", True), changed(
         "concurrent.futures.thread._WorkItem.run",
-        "virtualtime/_engine/_outside.py (_work_item_future)",
+        "virtualtime/_engine/_thread_jobs.py (_work_item_future)",
     )
     assert "future" in inspect.getsource(concurrent.futures.thread._WorkItem.__init__), changed(
-        "_WorkItem.future", "virtualtime/_engine/_outside.py (_work_item_future)"
+        "_WorkItem.future", "virtualtime/_engine/_thread_jobs.py (_work_item_future)"
     )
 
 
@@ -374,7 +377,8 @@ def test_canary_the_threads_other_rules_cover_are_known_by_their_targets() -> No
 
 
 def test_canary_transports_tls_and_stream_readers_expose_what_the_model_reads() -> None:
-    # _outside.py: loop._transports, SSLProtocolState names, StreamReader._waiter.
+    # _outside.py, _sockets.py, _children.py: loop._transports, SSLProtocolState names,
+    # StreamReader._waiter.
     states = {s.name for s in asyncio.sslproto.SSLProtocolState}
     assert {"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"} <= states, changed(
         f"asyncio.sslproto.SSLProtocolState (now {sorted(states)})",
@@ -386,21 +390,22 @@ def test_canary_transports_tls_and_stream_readers_expose_what_the_model_reads() 
     finally:
         loop.close()
     assert hasattr(transports, "items"), changed(
-        "BaseSelectorEventLoop._transports", "virtualtime/_engine/_outside.py (sockets in flight)"
+        "BaseSelectorEventLoop._transports",
+        "virtualtime/_engine/_sockets.py (our_addresses) and _outside.py (_tls_pending)",
     )
     assert "self._waiter = None" in inspect.getsource(asyncio.StreamReader.__init__), changed(
-        "asyncio.StreamReader._waiter", "virtualtime/_engine/_outside.py (_child_awaited)"
+        "asyncio.StreamReader._waiter", "virtualtime/_engine/_children.py (_child_awaited)"
     )
 
 
 def test_canary_subprocess_transports_keep_exit_waiters() -> None:
-    # _outside.py, _child_awaited: proc.wait() futures live in _exit_waiters.
+    # _children.py, _child_awaited: proc.wait() futures live in _exit_waiters.
     source = inspect.getsource(asyncio.base_subprocess.BaseSubprocessTransport)
     assert "_exit_waiters" in source, changed(
-        "BaseSubprocessTransport._exit_waiters", "virtualtime/_engine/_outside.py (_child_awaited)"
+        "BaseSubprocessTransport._exit_waiters", "virtualtime/_engine/_children.py (_child_awaited)"
     )
     assert "_drain_waiters" in inspect.getsource(asyncio.streams.FlowControlMixin), changed(
-        "FlowControlMixin._drain_waiters", "virtualtime/_engine/_outside.py (_child_awaited)"
+        "FlowControlMixin._drain_waiters", "virtualtime/_engine/_children.py (_child_awaited)"
     )
 
 
@@ -435,7 +440,7 @@ def test_canary_anyio_worker_threads_have_the_attributes_the_model_reads() -> No
         "anyio._backends._asyncio.WorkerThread", "virtualtime/_engine/_outside.py (_ANYIO_ASYNCIO)"
     )
     assert callable(getattr(anyio_asyncio.WorkerThread, "_report_result", None)), changed(
-        "anyio WorkerThread._report_result", "virtualtime/_engine/_outside.py (_DELIVERIES)"
+        "anyio WorkerThread._report_result", "virtualtime/_engine/_thread_jobs.py (_DELIVERIES)"
     )
 
 

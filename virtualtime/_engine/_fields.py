@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._shared._time import RateAnchor
-from ._outside import CountingSelector, OutsideWork
+from ._outside import OutsideWork
+from ._sockets import CountingSelector
 from ._timers import TimerQueue
 
 __all__ = ["LoopFields"]

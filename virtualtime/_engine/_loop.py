@@ -124,19 +124,19 @@ from ._cycle import CycleMixin
 from ._driving import DriveVerb, _Drive
 from ._handles import _WAKE_CONTEXT, _WAKERS, Task, _Soon, _Timer
 from ._handles import set_result_unless_cancelled as set_result_unless_cancelled
-from ._history import HistoryRecord as HistoryRecord
-from ._history import RecordKind as RecordKind
-from ._history import TaskRecord as TaskRecord
-from ._outside import CountingSelector, OutsideWork
+from ._history import HistoryRecord, TaskRecord
+from ._outside import OutsideWork
 from ._running import RUNNING_HERE as RUNNING_HERE
+from ._sockets import CountingSelector
 from ._timers import SleepTimer, TimerQueue
 
+# Besides the loop: names defined elsewhere that other modules still read from here --
+# RUNNING_HERE, set_result_unless_cancelled and core (_control), core and core_push_after
+# (sim/_native, by getattr: a missing one would silently cost it its compiled path), COMPILED
+# (docs/performance.md).  Their homes are _running, _handles and _compiled.
 __all__ = [
     "COMPILED",
     "RUNNING_HERE",
-    "HistoryRecord",
-    "RecordKind",
-    "TaskRecord",
     "VirtualEventLoop",
     "core",
     "core_push_after",

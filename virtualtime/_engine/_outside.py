@@ -78,23 +78,25 @@ what was added since it was last given -- the loop's plain round),
 :meth:`OutsideWork.keeps_alive` and :meth:`OutsideWork.describe` (for the deadlock decision
 and its report), plus the registration calls for jobs, holds and
 children.
+
+Where the pieces live: this module holds the model (:class:`OutsideWork`, the rules and the
+decisions); what it reads of the world is in modules of its own -- :mod:`._sockets` (the
+loop's counting selector and what each registered descriptor is), :mod:`._thread_jobs` (what
+a thread working for the loop is blocked on), :mod:`._children` (whether a child process is
+still awaited) and :mod:`._allowances` (when each timer's real-time allowance began).
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import concurrent.futures
-import math
-import os
 import selectors
 import signal
-import socket
 import sys
 import threading
 import time as _time_module
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
@@ -114,17 +116,26 @@ from .._shared._threads import (
 from .._shared._threads import threads as _threads
 from .._shared._threads import worker_threads as _worker_threads
 from .._shared._time import TICKS_PER_SECOND
+from ._allowances import Allowances
+from ._children import _child_awaited, _child_live
 from ._foreign import calls_in_flight
+from ._sockets import CountingSelector, _Socket, classify
+from ._thread_jobs import (
+    _DELIVERIES,
+    _blocked_on,
+    _chain_callbacks,
+    _in_process_pool,
+    _other_threads_frames,
+    _work_item_future,
+    completed_by,
+    wrapped_into,
+)
 
 __all__ = [
     "GRACE",
     "POKE_GRACE",
-    "Allowances",
-    "CountingSelector",
     "OutsideWork",
-    "completed_by",
     "wait_for_clients",
-    "wrapped_into",
 ]
 
 GRACE: Final = _PEER_GRACE
@@ -134,8 +145,6 @@ follow (a peer on this machine is asked instead: see :mod:`virtualtime._shared._
 POKE_GRACE: Final = THREAD_GRACE
 """Real seconds a thread that just called ``call_soon_threadsafe`` may still speak again."""
 
-_ROUNDS_MIN: Final = 256
-"""Rounds :class:`Allowances` keeps before it looks for those no timer needs."""
 _TIE_WALK_MAX: Final = 4096
 """Most heap entries looked at to find the newest timer due at one instant."""
 
@@ -149,250 +158,11 @@ _modules: Final = sys.modules
 _thread_table: Final[dict[int, threading.Thread]] = threading._active  # type: ignore[attr-defined]
 _UNSEEN: Final = object()
 _ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
-_FUTURES_BASE: Final = os.path.join("concurrent", "futures", "_base.py")
-_FUTURES_THREAD: Final = os.path.join("concurrent", "futures", "thread.py")
 
 _INFLIGHT_MAX: Final = 0.25
 """Longest real time bytes between two sockets of this loop may hold time still."""
-_TCP_LISTEN: Final = 10
 
 _PENDING_TLS: Final = frozenset({"DO_HANDSHAKE", "FLUSHING", "SHUTDOWN"})
-
-# Callbacks by which a finished thread job hands its result to the loop: asyncio's future
-# chaining (_set_state, _call_set_state) and anyio's worker threads (_report_result).
-_DELIVERIES: Final = frozenset({"_set_state", "_call_set_state", "_report_result"})
-
-
-def _chain_callbacks(future: concurrent.futures.Future[Any]) -> list[Callable[..., Any]]:
-    # concurrent.futures.Future keeps its callbacks in _done_callbacks (every CPython).
-    return list(getattr(future, "_done_callbacks", ()))
-
-
-def _closure_refers_to(callback: Callable[..., Any], obj: object) -> bool:
-    cells = getattr(callback, "__closure__", None) or ()
-    for cell in cells:
-        try:
-            if cell.cell_contents is obj:
-                return True
-        except ValueError:  # an empty cell
-            continue
-    return False
-
-
-def completed_by(future: concurrent.futures.Future[Any], loop: object) -> bool:
-    """Will ``loop`` complete this concurrent future?
-
-    ``run_coroutine_threadsafe`` (and anyio's ``from_thread.run``, which uses it) chains a
-    concurrent future to a task in the loop; asyncio's chaining callback on the concurrent
-    side (``_call_check_cancel``) holds the source loop in its closure.
-    """
-    return any(
-        getattr(cb, "__name__", "") == "_call_check_cancel" and _closure_refers_to(cb, loop)
-        for cb in _chain_callbacks(future)
-    )
-
-
-def wrapped_into(future: concurrent.futures.Future[Any], loop: object) -> bool:
-    """Was this concurrent future wrapped into ``loop`` (``asyncio.wrap_future``)?"""
-    return any(
-        getattr(cb, "__name__", "") == "_call_set_state" and _closure_refers_to(cb, loop)
-        for cb in _chain_callbacks(future)
-    )
-
-
-def _in_process_pool(future: concurrent.futures.Future[Any]) -> bool:
-    """Is ``future`` the future of a job a ``ProcessPoolExecutor`` has not finished yet?
-
-    concurrent.futures-private: a process pool's manager thread (``_ExecutorManagerThread``)
-    keeps the pool's unfinished work items, each with its ``future``, in
-    ``pending_work_items``.  Looked at only when a job thread waits on a future nobody else
-    claims; a canary test pins the names.
-    """
-    process = _modules.get("concurrent.futures.process")
-    manager = getattr(process, "_ExecutorManagerThread", None)
-    if manager is None:
-        return False
-    for thread in _threads():
-        if isinstance(thread, manager):
-            items = getattr(thread, "pending_work_items", None) or {}
-            if any(getattr(item, "future", None) is future for item in list(items.values())):
-                return True
-    return False
-
-
-def _frame_self(frame: FrameType) -> Any:
-    return frame.f_locals.get("self")
-
-
-def _other_threads_frames() -> dict[int, FrameType]:
-    """The frame each other thread is running now.
-
-    This thread's own frame is left out: kept in a local of the frame it is, it would make a
-    reference cycle, and every thread's frame of that moment -- with its locals -- would live
-    on until the collector ran (a multiprocessing feeder's pickled buffer then fails to close
-    at collection, on whatever runs then).
-    """
-    frames = sys._current_frames()
-    del frames[threading.get_ident()]
-    return frames
-
-
-def _blocked_on(frame: FrameType | None) -> concurrent.futures.Future[Any] | None:
-    """The future a thread is blocked on in ``Future.result()``, if it is."""
-    depth = 0
-    while frame is not None and depth < 8:
-        code = frame.f_code
-        if code.co_name == "result" and code.co_filename.endswith(_FUTURES_BASE):
-            future = _frame_self(frame)
-            return future if isinstance(future, concurrent.futures.Future) else None
-        frame = frame.f_back
-        depth += 1
-    return None
-
-
-def _work_item_future(frame: FrameType | None) -> concurrent.futures.Future[Any] | None:
-    """The future of the executor work item a pool thread is running, if it is running one."""
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "run" and code.co_filename.endswith(_FUTURES_THREAD):
-            # _WorkItem.run (3.14+ also has a WorkerContext.run, which holds no future).
-            future = getattr(_frame_self(frame), "future", None)
-            if isinstance(future, concurrent.futures.Future):
-                return future
-        frame = frame.f_back
-    return None
-
-
-class CountingSelector(selectors.DefaultSelector):
-    """The platform selector, counting registrations so that idle checks stay cheap."""
-
-    registered: int = 0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.kinds: dict[int, _Socket] = {}
-        """What the outside-work model decided about each registered descriptor."""
-
-    world: OutsideWork | None = None
-    """The model told of every new registration (see :attr:`OutsideWork.changes`)."""
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        key = super().register(fileobj, events, data)
-        self.registered = len(self.get_map())
-        if self.world is not None:
-            self.world.changes += 1
-        return key
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        key = super().unregister(fileobj)
-        self.registered = len(self.get_map())
-        self.kinds.pop(key.fd, None)
-        return key
-
-
-class _Peer:
-    """What the model remembers about one connected socket to an outside peer (the rest of
-    what is known about the connection lives in :class:`~virtualtime._shared._peers.Connections`,
-    which outlives a registration: a socket whose reading was paused keeps its history)."""
-
-    __slots__ = ("accepted", "label")
-
-    def __init__(self, label: str, accepted: bool) -> None:
-        self.label = label
-        self.accepted = accepted
-
-
-class _Socket:
-    """The kind of one registered descriptor, decided once per registration."""
-
-    __slots__ = ("inflight_since", "kind", "label", "peer")
-
-    def __init__(self, kind: str, label: str, peer: _Peer | None = None) -> None:
-        self.kind = kind  # "inside", "outside", "connecting", "listening", "other"
-        self.label = label
-        self.peer = peer
-        self.inflight_since = -1.0
-
-
-def _address(addr: Any) -> str:
-    if isinstance(addr, tuple) and len(addr) >= 2:
-        return f"{addr[0]}:{addr[1]}"
-    return repr(addr)
-
-
-class Allowances:
-    """When each timer's real-time allowance began, in one stretch of pending outside work.
-
-    While outside work is pending a timer with virtual delay *d* may fire only once *d* real
-    seconds have passed since it was set -- or since the outside work began, if that is later.
-    Never since an earlier burst: thirty ``wait_for(to_thread(job), 1)`` in a row, each job
-    taking 0.1 s, each get their own second.
-
-    The run numbers its timers in the order they are set (any counter that only grows); this
-    class does not see a timer being set -- that would cost the closed world something on every
-    timer -- but it is told of every idle *round* while work is pending, with the counter's
-    value then.  A timer numbered *n* was set after the last round whose counter was at most
-    *n*, and before the next one: that next round, the first that could see it, is where its
-    allowance begins.  That is a little after the real moment it was set (by the time the
-    loop's callbacks took between the two rounds), so a timer may fire a little late, never
-    early.  The first round of a stretch is the start of the outside work: every timer set
-    before it counts from there.  No asyncio here; a trio clock can keep one too.
-    """
-
-    __slots__ = ("_limit", "_rounds")
-
-    def __init__(self) -> None:
-        self._rounds: list[tuple[int, float, int]] = []
-        """``(counter, real time, virtual tick)`` of each round that saw a new counter value."""
-        self._limit = _ROUNDS_MIN
-
-    def __bool__(self) -> bool:
-        return bool(self._rounds)
-
-    def __len__(self) -> int:
-        return len(self._rounds)
-
-    def clear(self) -> None:
-        """The outside work ended: the next stretch starts afresh."""
-        self._rounds.clear()
-        self._limit = _ROUNDS_MIN
-
-    def anchor(self, counter: int, real_now: float, tick_now: int, seq: int) -> tuple[float, int]:
-        """Note this round; return ``(real time, tick)`` from which timer ``seq`` counts.
-
-        ``counter`` is the number the next timer will get, ``seq`` the number of the timer
-        time would move to (``-1``: unknown, or a target that is not a timer -- it counts from
-        the start of the stretch).  The timer's due real time is then ``real + (target - tick)``
-        in seconds.
-        """
-        rounds = self._rounds
-        if not rounds or rounds[-1][0] < counter:
-            rounds.append((counter, real_now, tick_now))
-        if seq < 0:
-            first = rounds[0]
-            return first[1], first[2]
-        index = bisect.bisect_right(rounds, (seq, math.inf, math.inf))
-        if index >= len(rounds):  # numbered after this round's counter: a counter not ours
-            index = len(rounds) - 1
-        found = rounds[index]
-        return found[1], found[2]
-
-    def crowded(self) -> bool:
-        """Are there enough rounds noted that :meth:`keep_for` should thin them out?"""
-        return len(self._rounds) > self._limit
-
-    def keep_for(self, seqs: Iterable[int]) -> None:
-        """Forget the rounds no live timer counts from (``seqs``: the live timers' numbers).
-
-        Rounds are noted only when the counter moved, but a long stretch of outside work with
-        timers set between every two rounds would otherwise keep them all.
-        """
-        rounds = self._rounds
-        needed = {0, len(rounds) - 1}
-        for seq in seqs:
-            needed.add(min(bisect.bisect_right(rounds, (seq, math.inf, math.inf)), len(rounds) - 1))
-        self._rounds = [rounds[index] for index in sorted(needed)]
-        self._limit = max(_ROUNDS_MIN, 2 * len(self._rounds))
 
 
 class OutsideWork:
@@ -704,88 +474,11 @@ class OutsideWork:
             return False
         return signal.getitimer(signal.ITIMER_REAL)[0] > 0
 
-    def _classify(self, key: selectors.SelectorKey) -> _Socket:
-        fd = key.fd
-        try:
-            sock = socket.socket(fileno=fd)
-        except OSError:
-            try:
-                tty = os.isatty(fd)
-            except OSError:
-                tty = False
-            if tty:
-                return _Socket("tty", f"terminal {fd}")
-            return _Socket("other", f"descriptor {fd}")
-        try:
-            if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != (
-                socket.SOCK_STREAM
-            ):
-                if sock.family == getattr(socket, "AF_UNIX", None):
-                    # No TCP_INFO: a Unix socket counts as outside work while a writer waits
-                    # on it, TLS is mid-handshake, the peer has not read what we sent, or the
-                    # peer process works (see _peers).
-                    return _Socket("unix", f"unix socket {fd}")
-                return _Socket("other", f"socket {fd}")
-            try:
-                local = sock.getsockname()
-            except OSError:
-                return _Socket("other", f"socket {fd}")
-            try:
-                peer = sock.getpeername()
-            except OSError:
-                state = _tcp_state(sock)
-                if state == _TCP_LISTEN:
-                    return _Socket("listening", f"listening socket {_address(local)}")
-                # Not connected yet (a connect in progress): its peer decides later.
-                return _Socket("connecting", f"socket {fd} connecting")
-            exact, listening, wildcard = self._our_addresses()
-            label = f"connection {_address(local)} -> {_address(peer)}"
-            if tuple(peer[:2]) in exact or peer[1] in wildcard:
-                return _Socket("inside", label)
-            return _Socket("outside", label, _Peer(label, accepted=local[1] in listening))
-        finally:
-            sock.detach()
-
-    def _our_addresses(self) -> tuple[set[tuple[Any, ...]], set[int], set[int]]:
-        """Addresses of this loop's TCP sockets: exact, listening ports, wildcard listeners."""
-        fds: set[int] = {key.fd for key in self._selector.get_map().values()}
-        transports = getattr(self._loop, "_transports", None)
-        if transports is not None:
-            # asyncio-private: the loop's fd -> transport map (read-only use), which also
-            # knows sockets whose reading is paused and so are not registered right now.  A
-            # closed transport may linger in it while its fd number already belongs to
-            # somebody else's socket (a server thread's, say): only open ones count.
-            for fd, transport in list(transports.items()):
-                if not transport.is_closing():
-                    fds.add(fd)
-        exact: set[tuple[Any, ...]] = set()
-        listening: set[int] = set()
-        wildcard: set[int] = set()
-        for fd in fds:
-            try:
-                sock = socket.socket(fileno=fd)
-            except OSError:
-                continue
-            try:
-                if sock.family not in (socket.AF_INET, socket.AF_INET6):
-                    continue
-                addr = tuple(sock.getsockname()[:2])
-                exact.add(addr)
-                if _tcp_state(sock) == _TCP_LISTEN:
-                    listening.add(addr[1])
-                    if addr[0] in ("0.0.0.0", "::"):
-                        wildcard.add(addr[1])
-            except OSError:
-                continue
-            finally:
-                sock.detach()
-        return exact, listening, wildcard
-
     def _kind(self, key: selectors.SelectorKey) -> _Socket:
         kinds = self._selector.kinds
         entry = kinds.get(key.fd)
         if entry is None or entry.kind == "connecting":
-            entry = kinds[key.fd] = self._classify(key)
+            entry = kinds[key.fd] = classify(key, self._selector, self._loop)
         return entry
 
     def _sockets_now(self) -> list[tuple[int, _Socket]]:
@@ -1066,71 +759,3 @@ def wait_for_clients(loop: asyncio.AbstractEventLoop) -> None:
     world = getattr(loop, "_vt_world", None)  # the loop's OutsideWork (virtual loops only)
     if isinstance(world, OutsideWork):
         world.listeners_wait = True
-
-
-def _child_live(transport: Any) -> bool:
-    """Still running, or its output is still being read (a grandchild may hold the pipe)."""
-    if _child_running(transport):
-        return True
-    try:
-        return not transport.is_closing() and _reader_waiting(transport)
-    except Exception:  # a transport torn down under us
-        return False
-
-
-def _reader_waiting(transport: Any) -> bool:
-    protocol = getattr(transport, "_protocol", None)
-    for reader in (getattr(protocol, "stdout", None), getattr(protocol, "stderr", None)):
-        # asyncio-private: a StreamReader's _waiter is set while a task awaits data.
-        if (
-            reader is not None
-            and getattr(reader, "_waiter", None) is not None
-            and not (reader.at_eof())
-        ):
-            return True
-    return False
-
-
-def _child_running(transport: Any) -> bool:
-    # Until the child has been reaped it may still exit (or answer): a transport already
-    # closed -- close() kills the child -- still waits for that exit.
-    try:
-        return transport.get_pid() is not None and transport.get_returncode() is None
-    except Exception:  # a transport torn down under us
-        return False
-
-
-def _child_awaited(transport: Any) -> bool:
-    """A running child whose exit or output a task waits for."""
-    if not _child_live(transport):
-        return False
-    if not _child_running(transport):
-        return True  # exited, but a task still reads what its pipe holds
-    # asyncio-private: base_subprocess.BaseSubprocessTransport keeps proc.wait()'s futures in
-    # _exit_waiters; the streams protocol keeps its readers as .stdout/.stderr, and a
-    # StreamReader's _waiter is set while a task awaits data.
-    if getattr(transport, "_exit_waiters", None):
-        return True
-    protocol = getattr(transport, "_protocol", None)
-    if not isinstance(protocol, asyncio.subprocess.SubprocessStreamProtocol):
-        return True  # a protocol of the user's own: assume it waits for the child
-    # anyio's Process.wait() waits on an asyncio.Event of its protocol subclass ("exited");
-    # an Event keeps its waiting futures in _waiters.
-    exited = getattr(protocol, "exited", None)
-    if getattr(exited, "_waiters", None):
-        return True
-    for reader in (protocol.stdout, protocol.stderr):
-        if reader is not None and getattr(reader, "_waiter", None) is not None:
-            return True
-    stdin = protocol.stdin
-    if stdin is not None:
-        waiter = getattr(getattr(stdin, "_protocol", None), "_drain_waiters", None)
-        if waiter:
-            return True
-    return False
-
-
-def _tcp_state(sock: socket.socket) -> int | None:
-    """A TCP socket's state (``TCP_INFO``'s first field), or None (not TCP, not Linux)."""
-    info = _tcp_info(sock)
-    return None if info is None else info.state
