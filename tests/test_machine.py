@@ -1,4 +1,4 @@
-"""The machine facts (virtualtime/_shared/_machine.py), asked of real threads, sockets, processes.
+"""The machine facts (virtualtime/_shared/_machine/), asked of real threads, sockets, processes.
 
 Nothing here sleeps to wait: threads and children say when they are ready through events and
 pipes; where the kernel changes a state asynchronously (a killed child becoming a zombie, a
