@@ -3,18 +3,27 @@
    virtualtime.sleep itself (a frame-free awaitable), and the sim kit's sleep() and now() and
    the suspension of its sleeps.
 
-   Each function here does exactly what a piece of pure Python in virtualtime/_engine/_loop.py,
-   virtualtime/_engine/_control.py or virtualtime/sim/_kit.py does (that code is the reference,
-   and the fallback: it runs when this module was not built, or with VIRTUALTIME_PURE_PYTHON=1).  What C saves is the interpreter:
-   a wake-up on the pure path runs about a hundred bytecodes in five Python frames besides the
-   user's own; here the loop's share is a few C calls.
+   Each function here does exactly what a piece of pure Python in virtualtime/_engine/ (the
+   loop's modules: _loop.py, _cycle.py, _waits.py, _handles.py), virtualtime/_engine/_control.py
+   or virtualtime/sim/_sleep.py does (that code is the reference, and the fallback: it runs
+   when this module was not built, or with VIRTUALTIME_PURE_PYTHON=1); a comment starting
+   "Mirrors:" above each such function names the Python it mirrors.  What C saves is the
+   interpreter: a wake-up on the pure path runs about a hundred bytecodes in five Python frames
+   besides the user's own; here the loop's share is a few C calls.
 
    Handles are asyncio.Handle / TimerHandle instances.  Their fields are __slots__, and this
    module reads and writes them through the slot offsets it takes from the classes' member
-   descriptors once, in setup(): the same fields _loop.py's _Timer and _Soon set, on every
+   descriptors once, in setup(): the same fields _handles.py's _Timer and _Soon set, on every
    CPython 3.11 to 3.15.  setup() refuses to run if any field is not a plain slot.
 
-   Built when a compiler is available (setup.py, optional=True). */
+   Built when a compiler is available (setup.py, optional=True); loaded and set up by
+   virtualtime/_engine/_compiled.py.
+
+   One room: this file is one C extension module, and CPython builds one extension from one
+   source here (setup.py); its parts share the slot offsets, interned strings and types that
+   setup() fills in, and splitting it would mean a header of shared statics for no reader's
+   gain.  The sections follow the Python it mirrors: the heap, firing, the ready queue,
+   virtualtime.sleep, the sim kit's sleep. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,7 +33,7 @@
 /* Set by setup(). */
 static PyTypeObject *waiter_type = NULL;  /* asyncio.Future (the C one) */
 static PyTypeObject *timer_type = NULL;   /* asyncio.TimerHandle */
-static PyTypeObject *soon_type = NULL;    /* virtualtime._engine._loop._Soon */
+static PyTypeObject *soon_type = NULL;    /* virtualtime._engine._handles._Soon */
 static PyObject *waker_a = NULL;          /* the two timer callbacks that only resolve a future */
 static PyObject *waker_b = NULL;
 static PyObject *wake_context = NULL;     /* the one context a waker timer is given (see below) */
@@ -172,6 +181,8 @@ small_int(PyObject *x, long long *out)
 #endif
 }
 
+/* Mirrors: Python's ``a < b`` on two timer-heap entries ``(tick, priority, seq, item)``, as
+   heapq compares them in virtualtime/_engine/_timers.py (TimerQueue) and _cycle.py (_run_once). */
 static int
 lt(PyObject *a, PyObject *b)
 {
@@ -214,6 +225,8 @@ lt(PyObject *a, PyObject *b)
     return PyObject_RichCompareBool(a, b, Py_LT);
 }
 
+/* Mirrors: heapq.heappush(heap, entry) -- the pushes of VirtualEventLoop.call_later's inline
+   path (_loop.py) and of TimerQueue.push (_timers.py). */
 static int
 push(PyObject *heap, PyObject *entry)
 {
@@ -241,6 +254,7 @@ push(PyObject *heap, PyObject *entry)
 }
 
 /* Remove and return the smallest entry (a new reference). */
+/* Mirrors: heapq.heappop(heap) -- the pops of CycleMixin._run_once (_cycle.py). */
 static PyObject *
 pop(PyObject *heap)
 {
@@ -302,6 +316,8 @@ fail:
    -- for a float, the float product rounded half to even; for an int, the exact product.  A
    new reference; NULL with an error set, or NULL without one if ``delay`` is neither an exact
    float nor an exact int (or an int too large for the C arithmetic). */
+/* Mirrors: the step of VirtualEventLoop.call_later's inline path (_loop.py) and of
+   WaitsMixin._vt_wake_after (_waits.py): ``step = round(delay * TICKS_PER_SECOND)``, at least 1. */
 static PyObject *
 delay_step(PyObject *delay)
 {
@@ -336,6 +352,8 @@ delay_step(PyObject *delay)
 
    The entry of a sleep of ``delay`` seconds (a float or int, 0 < delay < 1e18) from tick
    ``ticks``: (ticks + max(1, round(delay * 1e9)), priority, seq, item).  */
+/* Mirrors: WaitsMixin._vt_wake_after (virtualtime/_engine/_waits.py) for 0 < delay < 1e18
+   on a loop without history (sim/_native.wake_after and the kit's sleep call it). */
 static PyObject *
 push_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -386,6 +404,8 @@ push_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* --------------------------------------------------------------------------- firing */
 
+/* Mirrors: ``try: future.set_result(value) except InvalidStateError: pass`` in the pop loop of
+   CycleMixin._run_once (_cycle.py) and in _handles.set_result_unless_cancelled. */
 static int
 set_result(PyObject *future, PyObject *value)
 {
@@ -402,6 +422,7 @@ set_result(PyObject *future, PyObject *value)
 }
 
 /* 1 if the future is done, 0 if not, -1 on error. */
+/* Mirrors: ``future.done()``. */
 static int
 is_done(PyObject *future)
 {
@@ -417,6 +438,7 @@ is_done(PyObject *future)
 /* What ``await future`` gives once the task is woken: the future's result (a new reference),
    or NULL with its exception set -- and RuntimeError, as Future.__await__ raises it, if the
    future is not done. */
+/* Mirrors: the return of Future.__await__ (``future.result()``) after the task is woken. */
 static PyObject *
 future_outcome(PyObject *future)
 {
@@ -452,6 +474,7 @@ future_outcome(PyObject *future)
    ready queue.  Returns how many fired, how many counted dead entries (cancelled handles and
    sleep timers: a dead native sleep was never counted) were dropped, and the latest float
    deadline (see call_at) -- ``seconds`` or more.  */
+/* Mirrors: the pop loop of CycleMixin._run_once (virtualtime/_engine/_cycle.py). */
 static PyObject *
 fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -602,8 +625,9 @@ error:
 
 /* --------------------------------------------------------------------------- ready */
 
-/* A new lean handle (virtualtime._engine._loop._Soon) without running its __init__: the same fields
+/* A new lean handle (virtualtime._engine._handles._Soon) without running its __init__: the same fields
    _Soon.__init__ sets. */
+/* Mirrors: the fields VirtualEventLoop.call_soon (_loop.py) sets on a new _Soon (_handles.py). */
 static PyObject *
 new_soon(PyObject *callback, PyObject *cargs, PyObject *loop, PyObject *context)
 {
@@ -675,6 +699,8 @@ typedef struct {
 
 /* A boolean instance attribute, read from an instance __dict__ (1, 0, or -1 with an error);
    where the dict does not hold it, through getattr. */
+/* Mirrors: ``bool(obj.name)``, read first from ``obj.__dict__`` (as the pure path's stand-ins
+   in VirtualEventLoop._vt_lean_get_debug, _loop.py, read it). */
 static int
 dict_flag(PyObject *dict, PyObject *obj, PyObject *name)
 {
@@ -703,6 +729,8 @@ dict_flag(PyObject *dict, PyObject *obj, PyObject *name)
     return res;
 }
 
+/* Mirrors: VirtualEventLoop.call_soon (_loop.py): the lean handle, or the method itself (the
+   fallback) in debug mode or on a closed loop. */
 static PyObject *
 soon_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -865,7 +893,7 @@ static PyTypeObject SoonCaller_Type = {
 /* LaterCaller(loop, timer_type, fallback): the loop's call_later.  For the common case -- no
    priority, not in debug mode, an open loop keeping no history, a float or int delay below
    1e18 -- it does what the inline path of VirtualEventLoop.call_later does: a lean timer
-   (virtualtime._engine._loop._Timer, its fields set as _Timer.__init__ sets them) pushed as
+   (virtualtime._engine._handles._Timer, its fields set as _Timer.__init__ sets them) pushed as
    (ticks, 0, seq, timer) into the loop's heap -- or, for asyncio.sleep's callback with no
    context, a SleepTimer (virtualtime._engine._timers) in the timer's place.  Anything else
    goes to ``fallback`` (the pure-Python method) with the same arguments. */
@@ -882,6 +910,9 @@ typedef struct {
     vectorcallfunc vectorcall;
 } LaterCaller;
 
+/* Mirrors: VirtualEventLoop.call_later's inline path (_loop.py): a SleepTimer for
+   asyncio.sleep's timer, a lean _Timer for any other callback; anything unusual calls the
+   method itself (the fallback). */
 static PyObject *
 later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1197,6 +1228,8 @@ typedef struct {
     vectorcallfunc vectorcall;
 } DictFlag;
 
+/* Mirrors: BaseEventLoop.get_debug(), as the pure path's stand-in in
+   VirtualEventLoop._vt_lean_get_debug (_loop.py) reads it: ``loop.__dict__["_debug"]``. */
 static PyObject *
 flag_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1302,6 +1335,8 @@ static PyTypeObject DictFlag_Type = {
    A lean handle's callback is run in its context here, and a failure is handed to
    ``failed(handle, exc)`` (which reports it as Handle._run does); SystemExit and
    KeyboardInterrupt propagate, leaving the rest queued.  Other handles run their _run(). */
+/* Mirrors: the last loop of CycleMixin._run_once (_cycle.py), which runs the ready queue;
+   failures go to CycleMixin._vt_callback_failed as there. */
 static PyObject *
 run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1418,7 +1453,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
    the same checks, errors and behaviour.  A cancelled sleep's entry is dead, and the
    loop finds it (a waiter's death is never reported: see virtualtime/_engine/_timers.py). */
 
-static PyObject *running_here = NULL; /* virtualtime._engine._loop.RUNNING_HERE */
+static PyObject *running_here = NULL; /* virtualtime._engine._running.RUNNING_HERE */
 static PyObject *py_sleep = NULL;     /* _control.general_sleep, a coroutine function */
 
 typedef struct {
@@ -1471,6 +1506,8 @@ sleep_dealloc(Sleep *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Mirrors: _control.pure_sleep(delay, *, priority=0) (virtualtime/_engine/_control.py), which
+   makes a PureSleep as this makes a Sleep; the priority is checked when the sleep is awaited. */
 static PyObject *
 sleep_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1504,6 +1541,8 @@ sleep_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *
 }
 
 /* The general_sleep coroutine for this sleep's arguments (a new reference). */
+/* Mirrors: ``_control.general_sleep(delay, priority=priority)``, the call PureSleep makes
+   when its fast path does not apply. */
 static PyObject *
 make_inner(Sleep *self)
 {
@@ -1522,6 +1561,7 @@ make_inner(Sleep *self)
 
 /* An attribute of the loop, read from its __dict__ (a borrowed reference; NULL with an
    error set if it is not there). */
+/* Mirrors: ``loop.__dict__[name]`` (the loop's fields, as _control.py reads them). */
 static PyObject *
 loop_item(PyObject *dict, PyObject *name)
 {
@@ -1534,6 +1574,7 @@ loop_item(PyObject *dict, PyObject *name)
 
 /* ticks + the ticks of a positive delay (what the pure path computes: ticks + max(1,
    round(delay * 10**9))), a new reference; machine integers when they are small enough. */
+/* Mirrors: WaitsMixin._vt_wake_after's tick (_waits.py) for 0 < delay < 1e18. */
 static PyObject *
 due_ticks(PyObject *ticks, PyObject *delay)
 {
@@ -1559,6 +1600,8 @@ due_ticks(PyObject *ticks, PyObject *delay)
 /* A new future of ``loop`` in the heap: the entry (ticks + step(delay), priority, next_seq(),
    future) -- what _control's sleeps and the kit's sleep push.  Returns the future (a new
    reference), or NULL with an error set.  ``priority`` NULL means 0. */
+/* Mirrors: WaitsMixin._vt_wake_after (_waits.py) on its common path, as _control's sleep
+   inlines it: a future of ``loop`` pushed as the heap entry itself. */
 static PyObject *
 push_waiter(PyObject *loop, PyObject *heap, PyObject *next_seq, PyObject *ticks, PyObject *delay,
             PyObject *priority)
@@ -1590,6 +1633,8 @@ push_waiter(PyObject *loop, PyObject *heap, PyObject *next_seq, PyObject *ticks,
 }
 
 /* Arm the fast path: 1 armed (self->future set), 0 not applicable, -1 error. */
+/* Mirrors: the fast-path checks of PureSleep.send (_control.py) -- a virtual loop running
+   here, no history, a plain delay and priority -- and the push it then makes. */
 static int
 arm(Sleep *self)
 {
@@ -1667,6 +1712,8 @@ sleep_finish(Sleep *self)
     Py_CLEAR(self->future);
 }
 
+/* Mirrors: PureSleep.send (_control.py): arm and yield the future, then return its outcome;
+   or drive the general coroutine. */
 static PySendResult
 sleep_send(Sleep *self, PyObject *arg, PyObject **presult)
 {
@@ -1751,6 +1798,7 @@ iter_result(PySendResult r, PyObject *result)
     return NULL;
 }
 
+/* Mirrors: ``next()`` of the iterator PureSleep.__await__ returns (PureSleep.send(None)). */
 static PyObject *
 sleep_iternext(Sleep *self)
 {
@@ -1759,6 +1807,7 @@ sleep_iternext(Sleep *self)
     return iter_result(r, result);
 }
 
+/* Mirrors: PureSleep.send (_control.py), as a method. */
 static PyObject *
 sleep_send_method(Sleep *self, PyObject *arg)
 {
@@ -1843,6 +1892,7 @@ thrown_exception(PyObject *const *args, Py_ssize_t nargs)
     return exc;
 }
 
+/* Mirrors: PureSleep.throw (_control.py). */
 static PyObject *
 sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1863,6 +1913,7 @@ sleep_throw(Sleep *self, PyObject *const *args, Py_ssize_t nargs)
     return NULL;
 }
 
+/* Mirrors: PureSleep.close (_control.py). */
 static PyObject *
 sleep_close(Sleep *self, PyObject *unused)
 {
@@ -1877,6 +1928,7 @@ sleep_close(Sleep *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Mirrors: PureSleep.__await__ (_control.py): the sleep is its own iterator. */
 static PyObject *
 sleep_await(Sleep *self)
 {
@@ -1889,6 +1941,7 @@ sleep_get_name(Sleep *self, void *closure)
     return PyUnicode_FromString("sleep");
 }
 
+/* Mirrors: PureSleep.cr_await (_control.py): what the sleep is suspended on. */
 static PyObject *
 sleep_get_await(Sleep *self, void *closure)
 {
@@ -2032,6 +2085,7 @@ kitsleep_clear(KitSleep *self)
    disturbing an exception on its way -- a sleep is often dropped as one unwinds a frame.  A
    warning turned into an error cannot be raised from here: it is reported as unraisable, as
    CPython reports one about a coroutine never awaited. */
+/* Mirrors: _Sleep.__del__ and _never_awaited (virtualtime/sim/_sleep.py). */
 static void
 kitsleep_finalize(KitSleep *self)
 {
@@ -2063,6 +2117,8 @@ kitsleep_dealloc(KitSleep *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Mirrors: _Sleep.__await__ (virtualtime/sim/_sleep.py): mark it awaited, and return the nap
+   that runs _Sleep._await_general's steps. */
 static PyObject *
 kitsleep_await(KitSleep *self)
 {
@@ -2152,6 +2208,7 @@ attr_true(PyObject *obj, PyObject *name)
 
 /* Does an entry fall due before ``limit`` (a float), compared exactly as Python compares an
    int with a float?  1 yes, 0 no, -1 cannot tell here (too large). */
+/* Mirrors: ``heap and heap[0][0] < limit`` in _Sleep._await_general (virtualtime/sim/_sleep.py). */
 static int
 due_before(PyObject *heap, double limit)
 {
@@ -2178,6 +2235,9 @@ due_before(PyObject *heap, double limit)
 
 /* Arm the fast case: 1 armed (the future pushed and recorded), 0 the general case, -1 error.
    Nothing is changed before every check has passed. */
+/* Mirrors: the native branch of _Sleep._await_general (virtualtime/sim/_sleep.py) up to its
+   ``yield from future``: the pending interrupt, the push (_fast.wake_after, inlined) and
+   ``proc._target = future``. */
 static int
 nap_arm(KitNap *self)
 {
@@ -2295,6 +2355,7 @@ done:
 }
 
 /* The wait is over: the process has no interrupt target any more (the generator's finally). */
+/* Mirrors: the ``finally: proc._target = None`` of _Sleep._await_general (sim/_sleep.py). */
 static int
 nap_untarget(KitNap *self)
 {
@@ -2309,6 +2370,8 @@ nap_untarget(KitNap *self)
 
 /* The generator's ``except BaseException: _drop_native(future); raise`` and its finally, for
    the exception set now (kept, unless giving the wait back fails). */
+/* Mirrors: ``except BaseException: _drop_native(future); raise`` of _Sleep._await_general
+   (virtualtime/sim/_sleep.py), then its finally. */
 static void
 nap_abandon(KitNap *self)
 {
@@ -2330,6 +2393,8 @@ nap_abandon(KitNap *self)
     }
 }
 
+/* Mirrors: send() of the generator _Sleep._await_general (virtualtime/sim/_sleep.py): its
+   ``yield from future`` and then ``while env._unstarted: yield``. */
 static PySendResult
 nap_send(KitNap *self, PyObject *arg, PyObject **presult)
 {
@@ -2404,6 +2469,7 @@ nap_send(KitNap *self, PyObject *arg, PyObject **presult)
     return PYGEN_RETURN;
 }
 
+/* Mirrors: ``next()`` of the generator _Sleep._await_general (virtualtime/sim/_sleep.py). */
 static PyObject *
 nap_iternext(KitNap *self)
 {
@@ -2412,6 +2478,7 @@ nap_iternext(KitNap *self)
     return iter_result(r, result);
 }
 
+/* Mirrors: send() of the generator _Sleep._await_general (virtualtime/sim/_sleep.py). */
 static PyObject *
 nap_send_method(KitNap *self, PyObject *arg)
 {
@@ -2420,6 +2487,7 @@ nap_send_method(KitNap *self, PyObject *arg)
     return iter_result(r, result);
 }
 
+/* Mirrors: throw() of the generator _Sleep._await_general (virtualtime/sim/_sleep.py). */
 static PyObject *
 nap_throw(KitNap *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2443,6 +2511,7 @@ nap_throw(KitNap *self, PyObject *const *args, Py_ssize_t nargs)
     return NULL;
 }
 
+/* Mirrors: close() of the generator _Sleep._await_general (virtualtime/sim/_sleep.py). */
 static PyObject *
 nap_close(KitNap *self, PyObject *unused)
 {

@@ -1,5 +1,5 @@
-# The optional compiled core of the virtual loop (virtualtime/_engine/_cwake.c); see
-# virtualtime._engine._loop.
+# The optional compiled core of the virtual loop (virtualtime/_engine/_cwake.c), loaded by
+# virtualtime._engine._compiled; each function names the Python it mirrors.
 import contextvars
 import inspect
 from collections.abc import Callable
