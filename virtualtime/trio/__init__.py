@@ -120,9 +120,9 @@ clock is a VirtualClock, they drive it.  Importing this package registers their 
 with the verbs, which know no backend but asyncio (``virtualtime/trio/_verbs.py``).
 """
 
-try:
-    import trio  # noqa: F401 - only to say how to get it when it is missing
-except ModuleNotFoundError as _missing:  # trio is an extra: say how to get it
+try:  # trio is an extra: when it is missing, say how to get it
+    import trio  # noqa: F401
+except ModuleNotFoundError as _missing:
     if _missing.name != "trio":
         raise
     raise ModuleNotFoundError(
@@ -139,7 +139,7 @@ except ModuleNotFoundError as _missing:  # trio is an extra: say how to get it
 #   _exact.py        float deadlines to exact ticks; the horizon of virtual time
 #   _park.py         kit waits: the simulation toolkit's cheap sleeps on the clock
 #   _run.py          run() and RunGuard: a deadlock becomes DeadlockError
-#   _verbs.py        the driving verbs' trio side, registered with the verbs below
+#   _verbs.py        the driving verbs' trio side, registered in _shared/_drivers.py
 from . import _verbs
 from ._clock import VirtualClock as VirtualClock
 from ._run import RunGuard as RunGuard

@@ -3,11 +3,11 @@
 This module owns the clock's state and the decision trio asks it for on every idle turn
 (``deadline_to_sleep_time``): jump now (the fast path), hold time while outside work may still
 answer, probe for tasks in ``wait_all_tasks_blocked``, or declare a deadlock.  The rest of the
-clock lives in the rooms named after what they hold: :mod:`._outside` (the mixin that answers
-whether anything outside the run may still answer), :mod:`._instruments` (how it hears the
-run), :mod:`._tasks` (reading trio's tasks), :mod:`._exact` (float deadlines to ticks),
-:mod:`._park` (kit waits), :mod:`._run` (guarded runs) and :mod:`._verbs` (the driving verbs'
-trio side).  The package documentation tells the whole story.
+clock lives in the rooms named after what they hold: :mod:`._outside` (a mixin: may anything
+outside the run still answer?), :mod:`._instruments` (how it hears the run), :mod:`._tasks`
+(reading trio's tasks), :mod:`._exact` (float deadlines to ticks), :mod:`._park` (kit waits),
+:mod:`._run` (guarded runs) and :mod:`._verbs` (the driving verbs' trio side).  The package
+documentation tells the whole story.
 """
 
 from __future__ import annotations
