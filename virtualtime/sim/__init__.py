@@ -75,10 +75,10 @@ from ._sleep import sleep as sleep
 from ._process import start as start
 
 # isort: on
+from ._journey import Journey as Journey
+from ._journey import JourneyOutcome as JourneyOutcome
+from ._journey import JourneyStatus as JourneyStatus
 from ._movement import Fleet as Fleet
-from ._movement import Journey as Journey
-from ._movement import JourneyOutcome as JourneyOutcome
-from ._movement import JourneyStatus as JourneyStatus
 from ._movement import Vehicle as Vehicle
 from ._stats import Summary as Summary
 from ._stats import Tally as Tally

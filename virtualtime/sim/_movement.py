@@ -78,15 +78,7 @@ from ._journey import Journey, JourneyOutcome, JourneyStatus
 
 _GEOMETRY_MODULE: Final = Geometry.__module__
 
-# Journey, JourneyOutcome and JourneyStatus are defined in ._journey; they stay listed here
-# only while virtualtime.sim still imports them from this module.
-__all__ = [
-    "Fleet",
-    "Journey",
-    "JourneyOutcome",
-    "JourneyStatus",
-    "Vehicle",
-]
+__all__ = ["Fleet", "Vehicle"]
 
 P = TypeVar("P")
 V = TypeVar("V", bound="Vehicle[Any]")
