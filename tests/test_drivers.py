@@ -236,20 +236,43 @@ def test_a_bad_registration_is_refused_and_changes_nothing(
     assert kept.asked == ["virtualtime.now()"]
 
 
+def _fresh(code: str) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return result.stdout.splitlines()
+
+
 def test_the_trio_package_registers_its_finder_when_imported() -> None:
-    # In a fresh interpreter: the engine alone registers nothing (and loads no trio).
+    # In a fresh interpreter: the package registers a stand-in for trio and loads no trio;
+    # importing virtualtime.trio puts the real finder in its place.
     code = (
         "import sys\n"
         "import virtualtime\n"
         "from virtualtime._shared import _drivers\n"
-        "print(_drivers.registered(), 'trio' in sys.modules)\n"
+        "print(_drivers.registered(), _drivers._finders['trio'].__name__, 'trio' in sys.modules)\n"
         "import virtualtime.trio\n"
-        "print(_drivers.registered())\n"
+        "print(_drivers.registered(), _drivers._finders['trio'].__name__)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    assert _fresh(code) == ["('trio',) _trio_stand_in False", "('trio',) find_driver"]
+
+
+def test_a_trio_run_with_its_own_clock_is_told_so_before_virtualtime_trio_is_imported() -> None:
+    code = (
+        "import sys, trio, virtualtime\n"
+        "async def main():\n"
+        "    print('virtualtime.trio' in sys.modules)\n"
+        "    try:\n"
+        "        virtualtime.now()\n"
+        "    except virtualtime.UsageError as error:\n"
+        "        print(error)\n"
+        "trio.run(main)\n"
     )
-    assert result.stdout.splitlines() == ["() False", "('trio',)"]
+    assert _fresh(code) == [
+        "False",
+        "virtualtime.now() needs virtual time, but trio runs with SystemClock; run it with "
+        "virtualtime.trio.run(...) or trio.run(..., clock=virtualtime.trio.VirtualClock())",
+    ]
 
 
 def test_the_engines_verbs_do_not_name_any_other_backend() -> None:

@@ -1,183 +1,53 @@
-"""The parts of virtualtime, and which part may import which (checked by an AST walk).
+"""The code keeps to the layout in tests/layout.py: its parts, their order, the map.
 
-Every module of the package belongs to one part (PACKAGES and MODULES below), and a part may
-import only the parts ALLOWED lists for it.  The table is the architecture written down: read
-it to see where a module belongs, and change it (deliberately, in review) when the design
-changes -- a new module that belongs to no part fails here until somebody places it.
+``tests/layout.py`` holds the table (which part a module belongs to, which parts it may
+import) and the walk that finds every import; these tests hold the code to it:
 
-What counts as an import: every ``import`` and ``from ... import`` that can run, at module
-level or inside a function (a lazy import is still a dependency, only a later one).  Imports
-under ``if TYPE_CHECKING:`` are left out: they never run, so they create no dependency and no
-cycle; they only let annotations name another part's types.
+* no import reaches a part that its own part may not import -- no arrow up, lazy imports and
+  lookups by name included;
+* no circle between modules, lazy imports included, and a module importing its own
+  package's face is part of a circle as soon as the face imports it back;
+* the engine does not know that another backend exists;
+* every module's docstring says what it holds, and closes by naming its part and what that
+  part may import; a module over ``MAX_LINES`` says why it must be one room;
+* the map in docs/design.md is the one the table draws today.
 
-The rule in words (lower parts never import higher ones):
-
-* ``shared`` -- time arithmetic (ticks), durations for people, the error family, the version,
-  the process's other threads (for both backends' outside work).  Imports nothing of ours:
-  everything may use it.
-* ``clocks`` -- the clocks outside the loop (``patch_time``: ``time.monotonic()``,
-  ``time.time()``, ``datetime.now()``; the in-place C hooks).  Serves the asyncio engine and
-  trio alike, so it imports neither.
-* ``options`` -- the options catalogue (``LoopOptions``, ``configure``): every entry point of
-  the engine and of trio builds one.  It checks ``wall_start`` with the clocks' own rule.
-* ``engine`` -- the virtual event loop on asyncio, its timers, outside work, the runner, the
-  policy and the driving verbs.  Uses ``clocks`` for ``patch_time``.
-* ``trio`` -- the trio clock.  A sibling of the engine, never importing it.
-* ``trace`` -- traces and timelines.  Reads the engine's history records.
-* ``api`` -- the front doors: the package's ``__init__`` (the curated names) and ``anyio_run``
-  (which picks the engine or trio).
-* ``sim``, ``testing`` (the pytest plugin), ``experiment`` -- built on the parts above.
-* ``cli`` -- the command line, on top of everything (it runs experiments and draws traces).
+Each rule is shown to fail on a made-up module, so a green run means something.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import graphlib
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_DIR = ROOT / "virtualtime"
-
-# A package and everything under it belongs to the part.
-PACKAGES: dict[str, str] = {
-    "virtualtime._shared": "shared",
-    "virtualtime._clocks": "clocks",
-    "virtualtime._engine": "engine",
-    "virtualtime.trio": "trio",
-    "virtualtime.trace": "trace",
-    "virtualtime.sim": "sim",
-    "virtualtime.pytest_plugin": "testing",
-    "virtualtime.experiment": "experiment",
-    "virtualtime.cli": "cli",
-}
-
-# Single modules (exact names).
-MODULES: dict[str, str] = {
-    "virtualtime": "api",
-    "virtualtime._anyio": "api",
-    "virtualtime.__main__": "cli",
-    "virtualtime._version": "shared",
-    "virtualtime._shared._time": "shared",
-    "virtualtime._shared._units": "shared",
-    "virtualtime._shared._errors": "shared",
-    "virtualtime._options": "options",
-    "virtualtime._clocks._patch": "clocks",
-    "virtualtime._clocks._hook": "clocks",
-    "virtualtime._clocks._cclocks": "clocks",
-    "virtualtime._engine._loop": "engine",
-    "virtualtime._engine._timers": "engine",
-    "virtualtime._engine._cwake": "engine",
-    "virtualtime._engine._outside": "engine",
-    "virtualtime._engine._runner": "engine",
-    "virtualtime._engine._policy": "engine",
-    "virtualtime._engine._control": "engine",
-}
-
-ALLOWED: dict[str, set[str]] = {
-    "shared": set(),
-    "clocks": {"shared"},
-    "options": {"shared", "clocks"},
-    "engine": {"shared", "clocks", "options"},
-    "trio": {"shared", "clocks", "options"},
-    "trace": {"shared", "engine"},
-    "api": {"shared", "clocks", "options", "engine", "trio", "trace"},
-    "sim": {"shared", "engine", "trace", "api"},
-    "testing": {"shared", "clocks", "options", "engine", "trio", "api"},
-    "experiment": {"shared", "options", "engine", "trio", "trace", "api", "sim"},
-    "cli": {"shared", "clocks", "options", "engine", "trio", "trace", "api", "sim", "experiment"},
-}
-
-
-def part_of(module: str) -> str | None:
-    if module in MODULES:
-        return MODULES[module]
-    parts = module.split(".")
-    for n in range(len(parts), 0, -1):
-        part = PACKAGES.get(".".join(parts[:n]))
-        if part is not None:
-            return part
-    return None
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-@functools.cache
-def our_modules() -> dict[str, Path]:
-    found = {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
-    # Compiled helpers are modules too (their source is C; the stub says what they export).
-    found.update({module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.c"))})
-    return found
-
-
-def runtime_imports(path: Path, module: str) -> tuple[tuple[int, str], ...]:
-    """(line, imported module of ours) for every import that can run, lazy ones included."""
-    return tuple((line, target) for line, target, _lazy in _imports(path, module))
-
-
-def eager_imports(path: Path, module: str) -> set[str]:
-    """The modules of ours that ``module`` imports while it is being imported itself."""
-    return {target for _line, target, lazy in _imports(path, module) if not lazy}
-
-
-@functools.cache
-def _imports(path: Path, module: str) -> tuple[tuple[int, str, bool], ...]:
-    return tuple(_walk(path, module))
-
-
-def _walk(path: Path, module: str) -> Iterator[tuple[int, str, bool]]:
-    """(line, imported module of ours, inside a function?) for every import that can run."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    is_package = path.name == "__init__.py"
-    package = module if is_package else module.rpartition(".")[0]
-    known = set(our_modules())
-
-    def visit(node: ast.AST, lazy: bool) -> Iterator[tuple[int, str, bool]]:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            yield from (item for child in node.orelse for item in visit(child, lazy))
-            return
-        lazy = lazy or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "virtualtime":
-                    yield node.lineno, alias.name, lazy
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if target.split(".")[0] == "virtualtime":
-                for alias in node.names:
-                    sub = f"{target}.{alias.name}"
-                    # `from . import trio` imports a module; `from ._loop import X` a name.
-                    yield node.lineno, sub if sub in known else target, lazy
-        for child in ast.iter_child_nodes(node):
-            yield from visit(child, lazy)
-
-    yield from visit(tree, False)
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
+import layout
+from layout import (
+    ALLOWED,
+    MAX_LINES,
+    ONE_ROOM,
+    PARTS,
+    ROOT,
+    cycle_in,
+    docstring,
+    eager_imports,
+    import_graph,
+    line_count,
+    our_modules,
+    part_line,
+    part_of,
+    runtime_imports,
+    violations,
+)
 
 
 def test_the_table_is_a_hierarchy() -> None:
-    # Acyclic (a static order exists), and it names only parts that exist.
-    assert set(ALLOWED) == set(PACKAGES.values()) | set(MODULES.values())
-    assert all(allowed <= set(ALLOWED) for allowed in ALLOWED.values())
+    # Acyclic (a static order exists), in the order it is written, naming only its parts.
+    names = [part.name for part in PARTS]
+    assert len(set(names)) == len(names)
+    assert all(allowed <= set(names) for allowed in ALLOWED.values())
+    for index, part in enumerate(PARTS):
+        assert set(part.imports) <= set(names[:index]), f"{part.name} imports a later part"
     order = list(graphlib.TopologicalSorter(ALLOWED).static_order())
     assert order[0] == "shared"
     assert order[-1] == "cli"
@@ -185,71 +55,157 @@ def test_the_table_is_a_hierarchy() -> None:
 
 def test_every_module_belongs_to_a_part() -> None:
     homeless = sorted(m for m in our_modules() if part_of(m) is None)
-    assert homeless == [], f"place these in a part of tests/test_layout.py: {homeless}"
+    assert homeless == [], f"place these in a part of tests/layout.py: {homeless}"
 
 
 def test_every_part_has_a_module() -> None:
-    # Parts that other branches add (experiment, the cli package) may be absent; the rest not.
     present = {part_of(m) for m in our_modules()}
-    assert set(ALLOWED) - present <= {"experiment"}
-
-
-def violations() -> list[str]:
-    found = []
-    for module, path in our_modules().items():
-        if path.suffix != ".py":
-            continue
-        source = part_of(module)
-        assert source is not None
-        for line, target in runtime_imports(path, module):
-            destination = part_of(target)
-            if destination is None:
-                found.append(f"{path.relative_to(ROOT)}:{line}: imports {target}, in no part")
-            elif destination != source and destination not in ALLOWED[source]:
-                found.append(
-                    f"{path.relative_to(ROOT)}:{line}: {source} imports {destination} "
-                    f"({target}); allowed: {sorted(ALLOWED[source]) or 'nothing'}"
-                )
-    return found
+    assert present == set(ALLOWED)
 
 
 def test_parts_import_only_the_parts_below_them() -> None:
     assert violations() == []
 
 
-def test_no_import_cycle_at_import_time() -> None:
-    # Between parts the table already rules out cycles, lazy ones included (the old
-    # _loop <-> _patch pair).  Inside a part, no two modules may import each other while they
-    # are being imported, so no import order can leave a module half-initialised.
-    graph: dict[str, set[str]] = {}
-    modules = our_modules()
-    for module, path in modules.items():
-        if path.suffix == ".py":
-            graph[module] = {t for t in eager_imports(path, module) if t != module}
-    # Importing one's own ancestor package (``from .. import __version__``) is no cycle of
-    # code: a package is always initialised before its modules.
-    for module, targets in graph.items():
-        graph[module] = {t for t in targets if not module.startswith(t + ".")}
-    try:
-        list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError as error:
-        pytest.fail(f"import cycle: {' -> '.join(error.args[1])}")
+def test_no_import_circle_lazy_imports_included() -> None:
+    circle = cycle_in(import_graph(lazy=True))
+    assert circle is None, f"import circle: {' -> '.join(circle or [])}"
 
 
-def test_the_walk_sees_a_forbidden_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The check can fail: a clocks module importing the engine (the cycle this layout broke).
-    clocks = next(m for m in our_modules() if part_of(m) == "clocks" and m.count(".") >= 1)
+def test_the_engine_does_not_know_another_backend_exists() -> None:
+    # Not by import, not by name: the verbs find another backend's clock through the
+    # registry in _shared/_drivers, which that backend fills when it is imported.
+    found = []
+    for module, path in our_modules().items():
+        if part_of(module) != "engine" or path.suffix != ".py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value]
+            if any(name == "trio" or name.startswith("trio.") for name in names):
+                found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', '?')}")
+    assert found == []
+
+
+def test_every_module_says_what_it_holds_and_which_part_it_is() -> None:
+    wrong = []
+    for module, path in our_modules().items():
+        text = docstring(path)
+        part = part_of(module)
+        if not text or part is None:
+            wrong.append(f"{module}: no docstring")
+        elif len(text.strip().splitlines()) < 3:
+            wrong.append(f"{module}: say what the module holds, then its part")
+        elif text.rstrip().splitlines()[-1].strip() != part_line(part):
+            wrong.append(f"{module}: its docstring should end with {part_line(part)!r}")
+    assert wrong == [], "run: python tests/layout.py --write\n" + "\n".join(wrong)
+
+
+def test_a_long_module_says_why_it_is_one_room() -> None:
+    long = [
+        f"{path.relative_to(ROOT)} ({line_count(path)} lines)"
+        for path in our_modules().values()
+        if line_count(path) > MAX_LINES and ONE_ROOM not in (docstring(path) or "")
+    ]
+    assert long == [], f"split these, or say why in a paragraph starting {ONE_ROOM!r}"
+
+
+def test_the_design_page_shows_todays_map() -> None:
+    page = layout.DESIGN_PAGE.read_text(encoding="utf-8")
+    shown = layout.page_map(page)
+    assert shown is not None, "docs/design.md lost the map's markers"
+    assert shown == layout.draw_map(), "run: python tests/layout.py --write"
+
+
+# ------------------------------------------------------------- the rules can fail
+
+
+def _fake(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "fake.py"
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+def test_the_walk_sees_an_import_reaching_up(tmp_path: Path) -> None:
+    # A clocks module importing the engine, lazily: counted.  Type-only: not counted.
+    clocks = next(m for m in our_modules() if part_of(m) == "clocks" and m.count(".") >= 2)
     engine = next(m for m in sorted(our_modules()) if part_of(m) == "engine" and "loop" in m)
-    fake = tmp_path / "fake.py"
-    fake.write_text(
+    fake = _fake(
+        tmp_path,
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        f"    import {engine}\n"  # type-only: allowed
+        f"    import {engine}\n"
         "def later():\n"
-        f"    import {engine}\n",  # lazy, but it runs: counted
-        encoding="utf-8",
+        f"    import {engine}\n",
     )
     imports = list(runtime_imports(fake, clocks))
     assert imports == [(5, engine)]
     assert eager_imports(fake, clocks) == set()
-    assert part_of(imports[0][1]) not in ALLOWED[part_of(clocks) or ""]
+    assert part_of(imports[0][1]) not in ALLOWED["clocks"]
+
+
+def test_the_walk_sees_a_module_looked_up_by_name(tmp_path: Path) -> None:
+    # sys.modules.get("virtualtime.trio") is a dependency on that module; a docstring that
+    # names it is prose.
+    engine = next(m for m in sorted(our_modules()) if part_of(m) == "engine" and "loop" in m)
+    fake = _fake(
+        tmp_path,
+        '"""Names virtualtime.trio in prose only: virtualtime.trio"""\n'
+        "import sys\n"
+        "def later():\n"
+        '    return sys.modules.get("virtualtime.trio")\n',
+    )
+    assert list(runtime_imports(fake, engine)) == [(4, "virtualtime.trio")]
+    assert "trio" not in ALLOWED["engine"]
+
+
+def test_a_lazy_circle_inside_a_part_fails(tmp_path: Path) -> None:
+    # Take an import a -> b inside one part; make b import a back inside a function.
+    graph = import_graph(lazy=True)
+    a, b = next(
+        (a, b)
+        for a in sorted(graph)
+        for b in sorted(graph[a])
+        if part_of(a) == part_of(b) and not a.startswith(b + ".")
+    )
+    fake = _fake(tmp_path, f"def later():\n    import {a}\n")
+    graph[b] = graph[b] | {target for _line, target in runtime_imports(fake, b)}
+    circle = cycle_in(graph)
+    assert circle is not None
+    assert {a, b} <= set(circle)
+
+
+def test_importing_ones_own_package_face_is_a_circle(tmp_path: Path) -> None:
+    # A face imports its modules; one of them importing a name from the face closes a circle.
+    graph = import_graph(lazy=True)
+    face, member = next(
+        (face, member)
+        for face, path in sorted(our_modules().items())
+        if path.name == "__init__.py"
+        for member in sorted(graph[face])
+        if member.startswith(face + ".")
+    )
+    fake = _fake(tmp_path, "def later():\n    from . import something\n")
+    graph[member] = graph[member] | {t for _line, t in runtime_imports(fake, member)}
+    circle = cycle_in(graph)
+    assert circle is not None
+    assert {face, member} <= set(circle)
+
+
+def test_the_docstring_and_map_checks_can_fail(tmp_path: Path) -> None:
+    fake = _fake(tmp_path, '"""Holds things.\n\nMore about them.\n"""\n')
+    assert docstring(fake) is not None
+    assert docstring(fake).rstrip().splitlines()[-1] != part_line("engine")  # type: ignore[union-attr]
+    rewritten = layout._with_part_line(fake, "engine")
+    fake.write_text(rewritten, encoding="utf-8")
+    assert docstring(fake).rstrip().splitlines()[-1] == part_line("engine")  # type: ignore[union-attr]
+    assert layout._with_part_line(fake, "engine") == rewritten  # rewriting twice changes nothing
+    page = "before\n" + layout.draw_map() + "\nafter\n"
+    assert layout.page_map(page) == layout.draw_map()
+    assert layout.page_map(page.replace("engine --", "engine  --")) != layout.draw_map()

@@ -30,6 +30,7 @@ or method that drives a loop or clock from outside is synchronous (``virtualtime
 
 import sys as _sys
 
+from . import _backends as _backends  # trio's stand-in among the drivers (see there)
 from ._anyio import anyio_run as anyio_run
 from ._engine._control import evolve as evolve
 from ._engine._control import fast_forward as fast_forward

@@ -133,8 +133,8 @@ class Speakers:
 
     One look watches more than the threads that spoke: a thread waiting for the GIL reads as
     working only while the look's reads hand the GIL round, and with several waiters the one
-    woken may be any of them (see the notes of :mod:`virtualtime._shared._machine._threads`), so every
-    thread that may want the GIL is watched together.  Which may: one whose CPU clock moved
+    woken may be any of them (see the notes of :mod:`virtualtime._shared._machine._threads`),
+    so every thread that may want the GIL is watched together.  Which may: one whose CPU clock moved
     within the last :data:`_RECENT` real seconds (or two switch intervals, if longer) -- a
     thread waiting for the GIL wakes at every switch interval to ask for it, so its clock
     never stands still that long, while a thread parked on a queue costs one clock read per
