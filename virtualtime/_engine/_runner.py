@@ -1,4 +1,10 @@
-"""Creating and running virtual loops: the loop factory and ``run``."""
+"""Creating and running virtual loops: the loop factory and ``run``.
+
+:func:`new_event_loop` is the factory to hand to ``asyncio.Runner``, ``asyncio.run`` (3.12+)
+or anyio wherever a loop factory goes; :func:`run` is ``asyncio.run`` on a virtual loop, for
+a coroutine that should simply run to completion in virtual time.  Both are re-exported by
+``virtualtime``.
+"""
 
 from __future__ import annotations
 
