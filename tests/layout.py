@@ -295,6 +295,11 @@ def docstring(path: Path) -> str | None:
     return ast.get_docstring(ast.parse(text))
 
 
+def last_paragraph(text: str) -> str:
+    """The closing paragraph of a docstring, its lines joined: where the part is named."""
+    return " ".join(text.strip().split("\n\n")[-1].split())
+
+
 def part_line(part: str) -> str:
     """The sentence that closes every module's docstring: its part and what it may import."""
     allowed = [name for name in _PART_BY_NAME if name in ALLOWED[part]]  # the table's order
@@ -305,9 +310,11 @@ def part_line(part: str) -> str:
 
 
 def summary(path: Path) -> str:
-    """The first line of a module's docstring: what it holds."""
-    text = docstring(path) or ""
-    return text.strip().splitlines()[0].strip() if text.strip() else ""
+    """The first sentence of a module's docstring: what it holds."""
+    text = (docstring(path) or "").strip()
+    paragraph = " ".join(text.split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
 
 
 def line_count(path: Path) -> int:
@@ -318,30 +325,43 @@ def line_count(path: Path) -> int:
 
 MAP_START = "<!-- the map: drawn by `python tests/layout.py --write` from its table -->"
 MAP_END = "<!-- end of the map -->"
+MAP_WIDTH = 100
+DOC_WIDTH = 96
 
 
 def draw_map() -> str:
     """The map of the package for docs/design.md: each part, what it may import, its modules."""
-    out = [MAP_START, "", "```text"]
+    out = [MAP_START, "", "```text", "virtualtime/", ""]
     modules = our_modules()
     for part in PARTS:
         allowed = [name for name in _PART_BY_NAME if name in ALLOWED[part.name]]
         out.append(f"{part.name} -- may import: {', '.join(allowed) or 'nothing of ours'}")
         out.extend(_wrap(part.holds, "    "))
         members = sorted(
-            (str(path.relative_to(ROOT)), path)
+            (str(path.relative_to(PACKAGE_DIR)), path)
             for name, path in modules.items()
             if part_of(name) == part.name
         )
         width = max(len(shown) for shown, _ in members)
         for shown, path in members:
-            out.append(f"  {shown.ljust(width)}  {line_count(path):>5}  {summary(path)}".rstrip())
+            lead = f"  {shown.ljust(width)}  "
+            said = _wrap(_plain(summary(path)), " " * len(lead), max(MAP_WIDTH, len(lead) + 40))
+            out.append(lead + said[0].lstrip() if said else lead.rstrip())
+            out.extend(said[1:])
         out.append("")
     out[-1:] = ["```", "", MAP_END]
     return "\n".join(out)
 
 
-def _wrap(text: str, indent: str, width: int = 96) -> list[str]:
+def _plain(text: str) -> str:
+    """Docstring markup as plain text: ``x`` and :func:`~a.x` become x."""
+    text = re.sub(
+        r":\w+:`~?([^`]+)`", lambda m: m[1].rpartition(".")[2] if "~" in m[0] else m[1], text
+    )
+    return text.replace("``", "")
+
+
+def _wrap(text: str, indent: str, width: int = MAP_WIDTH) -> list[str]:
     lines: list[str] = []
     line = indent
     for word in text.split():
@@ -377,8 +397,8 @@ def _with_part_line(path: Path, part: str) -> str:
         body = re.sub(r"\s*\n[ \t]*\*?[ \t]*Part of ``.*", "", match[2], flags=re.S)
         indents = re.findall(r"\n([ \t]*\*?[ \t]*)\S", body)
         indent = indents[-1] if indents else "   "
-        tail = text[match.end() :]
-        return f"{match[1]}{body.rstrip()}\n\n{indent}{wanted}{match[3]}{tail}"
+        said = "\n".join(_wrap(wanted, indent, DOC_WIDTH))
+        return f"{match[1]}{body.rstrip()}\n\n{said}{match[3]}{text[match.end() :]}"
     tree = ast.parse(text)
     node = tree.body[0] if tree.body else None
     if not (
@@ -393,8 +413,9 @@ def _with_part_line(path: Path, part: str) -> str:
     quote = '"""' if '"""' in source else "'''"
     opening, closing = source.index(quote), source.rindex(quote)
     inner = source[opening + 3 : closing]
-    inner = re.sub(r"\s*Part of ``[^`]*``:[^\n]*$", "", inner.rstrip())
-    rebuilt = f"{source[: opening + 3]}{inner.rstrip()}\n\n{wanted}\n{quote}{source[closing + 3 :]}"
+    inner = re.sub(r"\s*Part of ``[^`]*``:.*$", "", inner.rstrip(), flags=re.S)
+    said = "\n".join(_wrap(wanted, "", DOC_WIDTH))
+    rebuilt = f"{source[: opening + 3]}{inner.rstrip()}\n\n{said}\n{quote}{source[closing + 3 :]}"
     return "".join(lines[:start]) + rebuilt + "".join(lines[end:])
 
 

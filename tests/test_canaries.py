@@ -180,7 +180,7 @@ def test_canary_the_stock_loop_has_the_methods_the_virtual_loop_calls(name: str)
 
 def test_canary_the_ready_queue_is_a_deque_of_handles() -> None:
     # _cycle.py, VirtualEventLoop._run_once: pops handles off _ready like the stock one (and
-    # the kit's sleep, in _kit.py and _cwake.c, asks whether anything is ready).
+    # the kit's sleep, in sim/_sleep.py and _cwake.c, asks whether anything is ready).
     loop = asyncio.SelectorEventLoop()
     try:
         loop.call_soon(print)

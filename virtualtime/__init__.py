@@ -26,12 +26,16 @@ Sync or async: one rule.  A function is a coroutine exactly when it must be call
 inside a running loop (``await virtualtime.evolve(dt)`` from a task); a ``run...`` function
 or method that drives a loop or clock from outside is synchronous (``virtualtime.run``,
 ``loop.run_until(t)``, ``virtualtime.trio.run``).
+
+Part of ``api``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace`` (see tests/layout.py).
 """
 
 import sys as _sys
 
 from . import _backends as _backends  # trio's stand-in among the drivers (see there)
 from ._anyio import anyio_run as anyio_run
+from ._engine import _anyio_sleep as _anyio_sleep  # anyio's sleep, native on virtual loops
 from ._engine._control import evolve as evolve
 from ._engine._control import fast_forward as fast_forward
 from ._engine._control import now as now

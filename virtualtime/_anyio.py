@@ -5,6 +5,9 @@ anyio already has the seams: ``backend_options={"loop_factory": ...}`` for async
 virtualtime's loop or clock from the same keyword options, so switching a simulation or a test
 between backends is a one-word change.  Both trio and the loop are imported only when
 :func:`anyio_run` is called: ``import virtualtime`` loads neither anyio nor trio.
+
+Part of ``api``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace`` (see tests/layout.py).
 """
 
 from __future__ import annotations

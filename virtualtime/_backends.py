@@ -8,6 +8,9 @@ running -- true of asyncio, and no help.  This module, imported with the package
 stand-in for trio that stays silent unless trio itself is loaded; then it hands the question to
 ``virtualtime.trio``, whose import replaces the stand-in and whose answer names the clock trio
 runs with.  ``import virtualtime`` still imports neither trio nor ``virtualtime.trio``.
+
+Part of ``api``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace`` (see tests/layout.py).
 """
 
 from __future__ import annotations

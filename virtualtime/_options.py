@@ -13,6 +13,8 @@ creates (the ``virtualtime run`` command, a tracer, a progress display): inside 
 virtualtime.configure(start=1000, on_create=seen.append):`` every virtual loop and clock
 made in that context gets those options and is reported to the callback.  No constructor is
 patched for it; the constructors read it.
+
+Part of ``options``: may import ``shared``, ``clocks`` (see tests/layout.py).
 """
 
 from __future__ import annotations

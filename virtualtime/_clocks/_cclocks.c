@@ -23,7 +23,9 @@
 
    Built when a compiler is available (setup.py, optional=True); set VIRTUALTIME_PURE_PYTHON=1
    to ignore it.  Python 3.11-3.15; only the limited, stable parts of the C API plus datetime's
-   capsule.  */
+   capsule.
+
+   Part of ``clocks``: may import ``shared`` (see tests/layout.py).  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

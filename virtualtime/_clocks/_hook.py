@@ -38,6 +38,8 @@ The layouts used (``PyCFunctionObject``: method-def pointer then ``self`` right 
 object header) are stable from 3.11 to 3.15 and are checked against the live object before
 the first write, and read back before every later one: :func:`redirect_function` refuses an
 object whose fields do not read as expected.
+
+Part of ``clocks``: may import ``shared`` (see tests/layout.py).
 """
 
 from __future__ import annotations

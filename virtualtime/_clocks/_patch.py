@@ -1,4 +1,4 @@
-"""The clocks outside the loop: ``time.monotonic()``, ``time.time()``, ``datetime.now()``.
+"""``patch_time``: what ``time.monotonic()``, ``time.time()``, ``datetime.now()`` read, for whom.
 
 Replacing ``loop.time()`` virtualises everything that asks the loop for the time, but much
 real code keeps its own stopwatch: tenacity measures ``stop_after_delay`` with
@@ -96,6 +96,8 @@ clock call, the hot path) and install/uninstall (which put the replacements in p
 replacement would reach that state through another module's attribute on every call, or the
 state would have two owners; so the three stay together, in the order the dividers below mark.
 The C side of redirecting an object is :mod:`virtualtime._clocks._hook`.
+
+Part of ``clocks``: may import ``shared`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -18,4 +18,6 @@ Outside work -- what the world outside the loop may still deliver -- is modelled
 driving verbs used from a task (``step``, ``evolve``, ``sleep``...) and ``_anyio_sleep``
 routes anyio's sleep to them.  It may use ``_shared``, ``_clocks`` and ``_options``; see
 tests/test_layout.py for the rule.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """

@@ -5,6 +5,8 @@ work": while outside work is pending, a timer fires only once as much real time 
 as its virtual delay, counted from when it was set or when the outside work began.  The
 outside-work model of the asyncio loop (:meth:`OutsideWork.wait_before
 <virtualtime._engine._outside.OutsideWork.wait_before>`) keeps one; it uses no asyncio.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ original method, so anyio on a stock loop, in this process or another thread, be
 always did, for the cost of a type check and a thread-local read.
 
 The loop installs it the first time it runs with anyio's asyncio backend imported (that is,
-under ``anyio.run`` or anyio's pytest plugin, which import it before they make the loop).
+under ``anyio.run`` or anyio's pytest plugin, which import it before they make the loop),
+through the hook this module registers with the loop when it is imported
+(:func:`virtualtime._engine._loop.on_anyio_backend`; the package's front door imports it).
 ``AsyncIOBackend`` is private to anyio: the replaced method is checked to be what it was when
 this was written (a classmethod over a coroutine function of ``(cls, delay)``), and if it is
 not -- a new anyio, or someone else's patch -- nothing is installed and anyio keeps its own
@@ -38,6 +40,8 @@ children started, on a virtual loop the order they were created).  Scopes on oth
 their set.  ``CancelScope`` is anyio-private too: its constructor is checked to be the one
 this was written for, and ``tests/test_canaries.py`` pins both the constructor and the four
 operations anyio performs on the child scopes (``add``, ``remove``, ``discard``, iterate).
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._shared._threads import ANYIO_ASYNCIO
-from . import _control
+from . import _control, _loop
 from ._running import RUNNING_HERE
 
 __all__ = ("ChildScopes", "install", "installed", "scopes_ordered")
@@ -213,3 +217,6 @@ def scopes_ordered() -> bool:
     """Whether anyio cancel scopes made on virtual loops keep their child scopes in order."""
     scope_type = getattr(sys.modules.get(ANYIO_ASYNCIO), "CancelScope", None)
     return _already_wrapped(vars(scope_type).get("__init__") if scope_type else None) is not None
+
+
+_loop.on_anyio_backend(install)

@@ -4,6 +4,8 @@ How ``call_at``/``call_later`` read a number of seconds (:func:`_seconds`: any r
 ``inf`` included; ``None``, strings and NaN refused at once, naming the argument) and how the
 driving verbs read a span (:func:`_check_span`: finite, >= 0, short of the horizon).  The
 horizon (:data:`_HORIZON`) is where a timer becomes a timer at infinity.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

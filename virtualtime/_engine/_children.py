@@ -5,6 +5,8 @@ holds virtual time while something waits for it -- its exit or its output -- and
 loop alive while it runs; these helpers of :mod:`virtualtime._engine._outside` read that from
 the subprocess transport, under every child watcher.  The private asyncio fields they read are
 named where they are read, and pinned by ``tests/test_canaries.py``.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Every name here is None (``COMPILED`` False) when the core was not built, when
 handle layout; the loop then runs its pure-Python path, which is always correct.  The C
 functions mirror Python code of the loop (``_cwake.c`` names, above each one, the function it
 mirrors); read the Python first.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

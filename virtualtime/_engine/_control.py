@@ -26,6 +26,8 @@ only read, so they are plain functions.
 The contract with the loop: each asyncio verb finds the running virtual loop and awaits
 :meth:`VirtualEventLoop.drive <virtualtime.VirtualEventLoop.drive>`; it reads nothing else of
 the loop's (the native ``sleep_until`` schedules through the loop's own ``call_at`` path).
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ from .._shared import _drivers
 from .._shared._errors import InvalidTypeError
 from .._shared._time import TICKS_PER_SECOND as _TICKS_PER_SECOND
 from .._shared._time import check_delay, check_finite, to_ticks
-from ._loop import RUNNING_HERE as _running_here
-from ._loop import VirtualEventLoop, running_virtual_loop, set_result_unless_cancelled
-from ._loop import core as _core
+from ._compiled import core as _core
+from ._handles import set_result_unless_cancelled
+from ._loop import VirtualEventLoop, running_virtual_loop
+from ._running import RUNNING_HERE as _running_here
 
 _Future: Final = asyncio.Future
 _heappush: Final = heapq.heappush

@@ -23,7 +23,9 @@
    source here (setup.py); its parts share the slot offsets, interned strings and types that
    setup() fills in, and splitting it would mean a header of shared statics for no reader's
    gain.  The sections follow the Python it mirrors: the heap, firing, the ready queue,
-   virtualtime.sleep, the sim kit's sleep. */
+   virtualtime.sleep, the sim kit's sleep.
+
+   Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -2023,24 +2025,24 @@ setup_sleep(PyObject *module, PyObject *args)
 
 /* ------------------------------------------------------------------------- kit sleep */
 
-/* KitSleep: the base of the sim kit's sleep (virtualtime.sim._kit._Sleep, whose
+/* KitSleep: the base of the sim kit's sleep (virtualtime.sim._sleep._Sleep, whose
    ``_await_general`` generator is the reference).  Awaiting it gives a KitNap, which does, in
    C, what that generator does in a process of a simulation on the virtual asyncio loop when
-   the sleep must suspend: push a future into the loop's heap (the entry _kit pushes), record
+   the sleep must suspend: push a future into the loop's heap (the entry sim/_native.wake_after pushes), record
    it as the process's interrupt target, yield it, and on the way out -- SimPy's order -- yield
    while started processes have not run yet.  Everything else (no simulation, trio, a stock
    loop, history kept, an interrupt already pending, a sleep that may move time in place, an
    unusual delay) is handed, at the same moment, to the generator, which the KitNap then
-   drives.  An abandoned wait is given back through _kit._drop_native, as the generator's
+   drives.  An abandoned wait is given back through _sleep._drop_native, as the generator's
    ``except`` does.
 
-   ``_awaited`` is set once the sleep is awaited (here), or begun or abandoned (by _kit's
+   ``_awaited`` is set once the sleep is awaited (here), or begun or abandoned (by _sleep's
    _begin and _abandon): a sleep that goes without it was never used, and its finalizer warns
-   as CPython warns about a coroutine never awaited, in the words of _kit._never_awaited. */
+   as CPython warns about a coroutine never awaited, in the words of _sleep._never_awaited. */
 
 static PyObject *kit_sim_var = NULL;  /* _kit._SIM */
 static PyObject *kit_proc_var = NULL; /* _kit._PROC */
-static PyObject *kit_drop = NULL;     /* _kit._drop_native */
+static PyObject *kit_drop = NULL;     /* _sleep._drop_native */
 static PyObject *str_fast = NULL, *str_native = NULL, *str_env_loop = NULL, *str_pending = NULL,
                 *str_target = NULL, *str_ready = NULL, *str_unstarted = NULL,
                 *str_general = NULL, *str_final = NULL, *str_clock = NULL;
@@ -2081,7 +2083,7 @@ kitsleep_clear(KitSleep *self)
     return 0;
 }
 
-/* A sleep never awaited, begun nor abandoned: warn (what _kit._never_awaited says), without
+/* A sleep never awaited, begun nor abandoned: warn (what _sleep._never_awaited says), without
    disturbing an exception on its way -- a sleep is often dropped as one unwinds a frame.  A
    warning turned into an error cannot be raised from here: it is reported as unraisable, as
    CPython reports one about a coroutine never awaited. */
@@ -2153,7 +2155,7 @@ static PyTypeObject KitSleep_Type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.KitSleep",
     .tp_basicsize = sizeof(KitSleep),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The compiled base of the sim kit's sleep (see virtualtime.sim._kit._Sleep).",
+    .tp_doc = "The compiled base of the sim kit's sleep (see virtualtime.sim._sleep._Sleep).",
     .tp_traverse = (traverseproc)kitsleep_traverse,
     .tp_clear = (inquiry)kitsleep_clear,
     .tp_dealloc = (destructor)kitsleep_dealloc,
@@ -2309,7 +2311,7 @@ nap_arm(KitNap *self)
     /* The generator skips the loop round when nothing is ready and nothing falls due before
        the sleep would end (then jump_by may move time in place): that case is its own.
        asyncio-private: ``_ready`` is the stock loop's deque of ready handles, read here as
-       _kit reads it (tests/test_canaries.py pins it). */
+       sim/_sleep reads it (tests/test_canaries.py pins it). */
     Py_ssize_t nready = PyObject_Length(ready);
     if (nready < 0) {
         goto done;
@@ -2564,7 +2566,7 @@ static PyTypeObject KitNap_Type = {
    exact float >= 0 or an int from 0 to 2**63 - 1, with no value (or None), made without a
    Python frame; anything else (a value, keywords, a delay to check, an int that may be too
    large for a float) goes to the pure-Python sim.sleep, which makes it or raises as always. */
-static PyTypeObject *kit_sleep_type = NULL; /* _kit._Sleep */
+static PyTypeObject *kit_sleep_type = NULL; /* _sleep._Sleep */
 static PyObject *kit_sleep_py = NULL;       /* the pure-Python sim.sleep */
 static PyObject *kit_now_py = NULL;         /* the pure-Python sim.now */
 

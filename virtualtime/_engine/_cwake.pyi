@@ -68,7 +68,7 @@ KIT_SLEEP_VALUE: int
 """1: kit_sleep takes ``value`` itself, and KitSleep marks ``_awaited`` and warns itself."""
 
 class KitSleep:
-    """The compiled base of the sim kit's sleep (virtualtime.sim._kit._Sleep)."""
+    """The compiled base of the sim kit's sleep (virtualtime.sim._sleep._Sleep)."""
 
     _delay: float
     _undo: Any

@@ -8,6 +8,8 @@ mirror the loops below) -- and run what is ready.  It runs once per wake-up of a
 it is written for speed: module globals bound once, the common cases inlined, no helper call
 that the plain round does not need.  Keep it that way: a method call added here costs every
 wake-up of every program.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ verbs ``settle``/``step``/``evolve``/``run_until``/``fast_forward``, from outsid
 or from a task inside it).  The public verbs themselves are methods of
 :class:`~virtualtime._engine._loop.VirtualEventLoop`; the waits that move time in place are
 in :mod:`._waits`.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ the bottom of that stack: it declares, for type checkers, the fields ``VirtualEv
 sets that the mixins use (what each holds is said there, where it is set; a mixin declares
 the fields only it uses) and the private asyncio attributes they use.  It adds nothing at
 run time: annotations only, no values.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ A grpc.aio *server* running in the loop is not outside work: waiting for the nex
 the loop nothing (as a listening socket does not), and a request's handler runs in the loop,
 in virtual time, like any other task.  gRPC's socketpair keeps such a loop alive, waiting in
 real time for clients, instead of being reported as a deadlock.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ one timer or one wake-up costs; the loop that uses them is :mod:`virtualtime._en
 Like the loop's other modules, this one touches private parts of asyncio; each touch is marked
 ``# asyncio-private:`` (or said so in a docstring) with the reason, and ``tests/test_canaries.py``
 pins each assumption.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

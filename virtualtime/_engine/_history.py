@@ -7,6 +7,8 @@ public ones are re-exported by ``virtualtime`` and ``virtualtime.trace``) and
 :attr:`VirtualEventLoop.history <virtualtime.VirtualEventLoop.history>` or
 :attr:`~virtualtime.VirtualEventLoop.task_history` is read.  Traces and plots are drawn from
 these.  A loop without history pays nothing here.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

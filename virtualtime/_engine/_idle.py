@@ -6,6 +6,8 @@ time (autojump, rate, drives) and declaring a deadlock; :meth:`IdleMixin._vt_pol
 place the loop blocks on its selector.  The hooks that tell the outside-work model about a
 thread job, a hold on time and a child process live here too; the public methods that call
 them (``run_in_executor``, ``shutdown_default_executor``) are the loop's own.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -64,6 +64,8 @@ a timer that fires only once the loop is idle at its instant, so ``evolve(dt)`` 
 timer due in ``[now, now + dt]`` at its own instant, lets everything they start settle, and
 only then reports back -- from outside the loop (a method that runs the loop) or inside it (an
 awaitable) alike.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations
@@ -74,7 +76,6 @@ import concurrent.futures
 import contextvars
 import functools
 import heapq
-import importlib
 import inspect
 import itertools
 import math
@@ -117,32 +118,17 @@ from .._shared._time import (
     to_ticks,
 )
 from ._checks import _FAR, _HORIZON, _NEVER, _seconds
-from ._compiled import COMPILED as COMPILED
-from ._compiled import core as core
-from ._compiled import core_push_after as core_push_after
+from ._compiled import core
 from ._cycle import CycleMixin
 from ._driving import DriveVerb, _Drive
 from ._handles import _WAKE_CONTEXT, _WAKERS, Task, _Soon, _Timer
-from ._handles import set_result_unless_cancelled as set_result_unless_cancelled
 from ._history import HistoryRecord, TaskRecord
 from ._outside import OutsideWork
-from ._running import RUNNING_HERE as RUNNING_HERE
+from ._running import RUNNING_HERE
 from ._sockets import CountingSelector
 from ._timers import SleepTimer, TimerQueue
 
-# Besides the loop: names defined elsewhere that other modules still read from here --
-# RUNNING_HERE, set_result_unless_cancelled and core (_control), core and core_push_after
-# (sim/_native, by getattr: a missing one would silently cost it its compiled path), COMPILED
-# (docs/performance.md).  Their homes are _running, _handles and _compiled.
-__all__ = [
-    "COMPILED",
-    "RUNNING_HERE",
-    "VirtualEventLoop",
-    "core",
-    "core_push_after",
-    "running_virtual_loop",
-    "set_result_unless_cancelled",
-]
+__all__ = ["VirtualEventLoop", "running_virtual_loop"]
 
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
@@ -187,18 +173,28 @@ imported).  Kept by identity, not as a once-per-process flag: a runner that rest
 ``sys.modules`` (pytester in process) or a reload brings a new module to route."""
 
 
-def _install_anyio_sleep() -> None:
-    """anyio's backend is imported: route its sleep on virtual loops (_anyio_sleep.py)."""
-    global _anyio_seen
-    # Here, not at the top: it imports this module.  Through sys.modules, not the package's
-    # attribute: after a runner restored sys.modules the two can differ, and the copy in
-    # sys.modules is the one everybody else asks.
-    _anyio_sleep = importlib.import_module(f"{__package__}._anyio_sleep")
+_anyio_hooks: list[Callable[[], object]] = []
+"""What to call when a loop starts with anyio's asyncio backend newly imported.
 
+``_anyio_sleep`` puts its ``install`` here when it is imported (the package's front door
+imports it), which routes anyio's sleep to the native one on virtual loops: this module never
+imports it, as it imports this module."""
+
+
+def on_anyio_backend(hook: Callable[[], object]) -> None:
+    """Call ``hook()`` when a virtual loop starts and anyio's asyncio backend is new to it."""
+    if hook not in _anyio_hooks:
+        _anyio_hooks.append(hook)
+
+
+def _install_anyio_sleep() -> None:
+    """anyio's backend is imported: tell the hooks (_anyio_sleep routes its sleep)."""
+    global _anyio_seen
     module = _modules.get(_ANYIO_ASYNCIO)
     if isinstance(getattr(module, "AsyncIOBackend", None), type):
         _anyio_seen = module  # else still being imported: look again at the next run
-    _anyio_sleep.install()
+    for hook in _anyio_hooks:
+        hook()
 
 
 def _user_frame(frame: FrameType | None) -> FrameType | None:

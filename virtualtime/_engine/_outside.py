@@ -84,6 +84,8 @@ decisions); what it reads of the world is in modules of its own -- :mod:`._socke
 loop's counting selector and what each registered descriptor is), :mod:`._thread_jobs` (what
 a thread working for the loop is blocked on), :mod:`._children` (whether a child process is
 still awaited) and :mod:`._allowances` (when each timer's real-time allowance began).
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

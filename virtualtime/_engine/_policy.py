@@ -19,6 +19,8 @@ exists on 3.11 to 3.15.  On 3.11--3.13 nothing warns.  On 3.14 and 3.15 creating
 :class:`EventLoopPolicy` is silent too, and ``asyncio.set_event_loop_policy`` (and
 ``asyncio.get_event_loop_policy``) raise asyncio's own ``DeprecationWarning``, exactly as they
 do for asyncio's built-in policies -- virtualtime adds no warning of its own.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

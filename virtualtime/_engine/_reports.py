@@ -5,6 +5,8 @@ tasks are blocked, where each is suspended, what is registered outside) and
 :class:`~virtualtime.RunawayError` (the loop spins at one instant: what keeps it busy), and
 the helpers that describe a task (its chain of awaits) and a ready handle for them.  Reports
 are sorted so that the same program gives the same report in every run.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
 or anyio wherever a loop factory goes; :func:`run` is ``asyncio.run`` on a virtual loop, for
 a coroutine that should simply run to completion in virtual time.  Both are re-exported by
 ``virtualtime``.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

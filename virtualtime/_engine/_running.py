@@ -4,6 +4,8 @@ Set and restored by :meth:`VirtualEventLoop.run_forever
 <virtualtime._engine._loop.VirtualEventLoop.run_forever>`; read on every wake-up by
 :func:`virtualtime.sleep`, anyio's routed sleep and the compiled core, where it is cheaper
 than ``asyncio.get_running_loop()``.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ connection to a peer *outside* the loop, one whose both ends are *inside* it, a 
 socket, a connect in progress, a Unix socket, a terminal, or another descriptor.
 :mod:`virtualtime._engine._outside` decides from these kinds whether socket I/O is outside
 work, and what keeps the loop alive.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

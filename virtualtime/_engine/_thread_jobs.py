@@ -8,6 +8,8 @@ They decide, for example, that a ``run_in_executor`` job blocked on
 ``run_coroutine_threadsafe(...).result()`` waits for *this* loop and so must not hold time.
 Each reads a private detail of ``concurrent.futures`` or asyncio, said where it is read;
 ``tests/test_canaries.py`` and ``tests/test_boundary_threads.py`` pin them.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

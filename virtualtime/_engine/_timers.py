@@ -45,6 +45,8 @@ growth scan -- so that cancelling a timer is O(1).
 The loop reads :attr:`heap` directly on its hottest path (``heap[0][0]`` is the next tick),
 and pops due entries with :func:`heapq.heappop`; everything that changes the heap's shape
 is a method here.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

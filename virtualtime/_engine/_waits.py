@@ -7,6 +7,8 @@ callback): :func:`virtualtime.sleep` and the sim kit's sleeps are made of it.
 about to wait go on at once, the clock moved in place, when the loop's next round would do
 nothing else: the sim kit's waits (``virtualtime.sim._fast``) call it.  Their docstrings state
 the contracts; ``docs/loop.md`` explains them, and ``tests/test_sim_fast.py`` pins the jump.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

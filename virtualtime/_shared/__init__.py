@@ -8,4 +8,6 @@ work see them), ``_peers`` (whether a connection's other end may still answer) a
 (following a task's awaits, for both backends' looks at what a task waits for).  The contract
 between the backends: ``_drivers``, the registry through which the driving verbs reach a
 virtual clock that is not asyncio's.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """

@@ -7,6 +7,8 @@ generator it steps.  The garbage collector's list of what an object refers to (p
 ``gc.get_referents``) names it, and the generator's ``ag_await`` goes on down the chain.  The
 trio clock reads what a task waits for this way (httpx's ``Response.aiter_raw``, anyio's stream
 iterators), and the asyncio loop's look at grpc.aio calls (a task reading a stream).
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ both sit above this module, which holds the contract between them.
 
 Use it when adding a backend: implement :class:`Driver` over its clock and register a finder.
 Nothing here imports asyncio or any backend.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

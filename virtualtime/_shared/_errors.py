@@ -21,6 +21,8 @@ class                      also a                raised when
 =========================  ====================  ==========================================
 
 The argument errors' messages always name the offending argument and the rule it broke.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ by a new socket starts afresh, while a socket whose reading was paused and resum
 streams unregister and re-register it) keeps what was learnt about it.
 
 Nothing here imports asyncio or trio.  Not thread-safe: one run asks.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ only then.
 
 threading-private: the table of live threads (``threading._active``; ``enumerate()`` copies it
 under a lock every call) and a thread's ``_target``.  Canary tests pin both.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ Rules every caller relies on:
 :class:`RateAnchor` is the other half: virtual time that follows real time at a rate, rebased
 whenever the rate changes so that a change never makes time jump.  It holds its real clock in
 an attribute, so tests can check the arithmetic with a fake clock and no loop at all.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

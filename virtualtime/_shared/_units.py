@@ -2,6 +2,8 @@
 
 Shared by the command line (``--until``, ``--start``) and the pytest plugin (``max_time``), so
 both read the same forms.  Time arithmetic proper (ticks, exact sums) lives in ``_time``.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ command), :mod:`virtualtime.cli._args` (the arguments, their parsers, the exit s
 :mod:`virtualtime.cli._run` (the ``run`` command), :mod:`virtualtime.cli._session` (a run:
 the seams it sets and what it counts), :mod:`virtualtime.cli._progress` (the progress bar)
 and :mod:`virtualtime.cli._plot` (the ``plot`` command).
+
+Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from ._args import EXIT_DEADLOCK as EXIT_DEADLOCK

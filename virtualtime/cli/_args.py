@@ -5,6 +5,9 @@ Nothing here runs anything: :func:`build_parser` describes ``virtualtime run`` a
 turn text into values, checking loop options with the options catalogue so that
 ``--start``/``--rate``/``--wall-start`` refuse what ``start=``/``rate=``/``wall_start=`` refuse,
 with the same message.
+
+Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@
 "did you mean", and runs ``run`` (:mod:`._run`, imported only then), ``plot`` (:mod:`._plot`)
 or a subcommand another part plugged in (``experiment``).  It returns the exit status;
 ``virtualtime`` and ``python -m virtualtime`` both call it.
+
+Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 import sys as _sys

@@ -5,6 +5,9 @@ when the command runs, so the command line stays light) and maps what can go wro
 statuses: a bad trace, option or path is a bad command line (status 2, one line), a missing
 matplotlib is status 1, and anything else is a bug with its traceback.  Without ``-o`` the
 picture is written next to the trace, never over it.
+
+Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 import argparse as _argparse

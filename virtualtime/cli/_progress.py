@@ -11,6 +11,9 @@ bar, which is redrawn under the output at the next tick (never over a half-writt
 With rich, each complete line of output is printed above the live bar by rich's console, and
 a line the script has not finished yet waits for its newline.  A stream that goes elsewhere
 (``> results.csv``) is left alone, and the streams are put back when the run ends.
+
+Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ its loops and clocks virtual) with the progress bar and the trace recorder when 
 turns how it ended into the exit status and the lines on stderr: the script's own traceback
 without virtualtime's frames, the ``--until`` or deadlock message, the trace written, and the
 one-line summary of virtual time against real time.
+
+Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations
@@ -230,6 +233,7 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         real = time.perf_counter() - began
         random.setstate(random_state)
         _flush(sys.stdout)
+        session.close_left_open()
         session.retire_all()
 
     if isinstance(outcome, DeadlockError):

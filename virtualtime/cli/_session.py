@@ -48,6 +48,9 @@ exits with status 3 instead of letting the script continue after the interrupted
 the main function runs inside ``trio.move_on_at(T)``.  A program that deadlocks before ``T``
 is therefore stopped at ``T`` rather than reported as deadlocked; the message says so when
 nothing was left scheduled.
+
+Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations
@@ -258,6 +261,20 @@ class Session:
         self.stops.pop(id(key), None)
         if self.latest is clock:
             self.latest = Clock(None, clock.label, clock.start, lambda: now)
+
+    def close_left_open(self) -> None:
+        """The script is over: close the virtual loops it left open and not running.
+
+        python closes such a loop when it drops it at exit, while the loop's sockets are still
+        open.  A script this command runs lives in a namespace that only the collector frees,
+        and the collector may finalize a loop's self-pipe sockets before the loop, whose own
+        close then fails on them ("Exception ignored" after the script's traceback).  Closing
+        the loops here, with everything whole, is what python's exit does, in order.
+        """
+        for clock in list(self.clocks.values()):
+            loop = clock.key
+            if isinstance(loop, VirtualEventLoop) and not (loop.is_running() or loop.is_closed()):
+                loop.close()  # its on_close retires it
 
     def retire_all(self) -> None:
         """The run is over: account for the clocks still live (loops never closed)."""

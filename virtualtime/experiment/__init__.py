@@ -20,6 +20,9 @@ Needs numpy and scipy, imported at first use (``pip install
 'async-virtualtime[experiment]'``); pandas, pyarrow, rich and matplotlib are used when
 present.  Dask and Ray are imported only when used.
 The command line: ``virtualtime experiment model.py:model --replications 200 ...``.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -4,6 +4,9 @@ Self-contained: :func:`add_subcommand` adds the sub-command to the ``virtualtime
 :func:`main` runs it from the parsed namespace and returns the exit status.  Only the
 standard library is imported at parser-building time; numpy, scipy, rich and matplotlib are
 imported when the command runs.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ Chunks arrive as an iterable that is read as work is handed out, never all at on
 experiment of ``10**30`` replications holds a few chunks per worker in memory, not ``10**30``
 records.  Each backend keeps a bounded number of chunks in flight (:data:`IN_FLIGHT` per
 worker) and submits the next as one finishes.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
 """
 
 from __future__ import annotations

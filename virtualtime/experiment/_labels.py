@@ -4,6 +4,9 @@ The picture (``_plot``), the command line's tables (``_cli``) and anything else 
 :class:`~virtualtime.experiment.Results` to a reader name scenarios and print numbers the same
 way through these helpers.  They only read a ``Results`` (or its summary rows), so this module
 imports neither the results nor the picture: both may import it.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
 """
 
 from __future__ import annotations

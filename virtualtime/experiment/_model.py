@@ -2,6 +2,9 @@
 
 Everything here is picklable with plain :mod:`pickle`, so one task travels unchanged to a
 process pool, a Dask worker or a Ray worker; the worker resolves the model itself.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""A picture of an experiment: each output's mean and interval per scenario."""
+"""A picture of an experiment: each output's mean and interval per scenario.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ Every name of :mod:`virtualtime.experiment` needs numpy and scipy, which are an 
 The package's face and the ``virtualtime experiment`` command call
 :func:`require_numpy_and_scipy` before importing a module that needs them, so a missing one
 is reported as the extra to install rather than as a bare ``ModuleNotFoundError``.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""An experiment's results: the replication table, summaries, paired differences, files."""
+"""An experiment's results: the replication table, summaries, paired differences, files.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
+"""
 
 from __future__ import annotations
 

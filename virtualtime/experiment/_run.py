@@ -1,4 +1,8 @@
-"""replicate and sweep: scenarios x replications, seeded streams, batches, the sequential rule."""
+"""replicate and sweep: scenarios x replications, seeded streams, batches, the sequential rule.
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""t-based confidence intervals (the one place scipy is touched)."""
+"""t-based confidence intervals (the one place scipy is touched).
+
+Part of ``experiment``: may import ``shared``, ``options``, ``engine``, ``trio``, ``trace``,
+``api``, ``sim`` (see tests/layout.py).
+"""
 
 from __future__ import annotations
 

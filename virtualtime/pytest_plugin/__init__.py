@@ -116,6 +116,9 @@ hold them.  Each module owns one concern:
 * ``_deadlocks`` -- the short deadlock report;
 * ``_running_clock`` -- which virtual clock runs the current task;
 * ``_fixture`` -- :class:`VirtualTime` and the ``virtual_time`` fixture.
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

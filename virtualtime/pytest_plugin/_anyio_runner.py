@@ -7,6 +7,9 @@ it hands back (:class:`_CheckedRunner`), which checks that each test really runs
 time, puts the test under its horizon watch, and on trio runs tests and async fixtures guarded
 against deadlocks.  anyio has no hook for its runner, hence the patch; the face's "How it plugs
 in" says why it is safe.
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ what anyio's runner is given), the bookkeeping of when that answer is registered
 not virtual keep their loop and fixtures), and the set-up check that a pytest-asyncio test got
 the loop its marks ask for.  The face's "How it plugs in" tells the whole story; this is where
 it is done.
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

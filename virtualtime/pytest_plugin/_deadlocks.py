@@ -5,6 +5,9 @@ Owns :func:`deadlock_report` (public: the report's text for a
 test's own code on -- which files are the test runners' and libraries' frames, left out -- and
 how the error is found inside an exception group.  The ``pytest_runtest_makereport`` hook puts
 the report in place of the traceback unless ``--tb=long`` or ``native`` is asked for.
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

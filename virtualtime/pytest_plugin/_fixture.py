@@ -4,6 +4,9 @@ Owns what a test requests to read or drive its virtual clock: the :class:`Virtua
 (public: ``from virtualtime.pytest_plugin import VirtualTime`` for type hints) and the
 function-scoped ``virtual_time`` fixture, which refuses a test that does not run in virtual
 time.  The fixture reaches pytest through the plugin's face, which imports it.
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ set-up with its checks (a virtual test nobody runs, a synchronous test, looptime
 test), the protocol around anyio tests, the call under the horizon watch, the deadlock report
 and teardown.  Each hook is a short dispatcher to the module that holds the work; pytest finds
 them because the plugin's face imports them (the face is the ``pytest11`` entry point).
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Owns :func:`_running_backend`, the one check behind the ``virtual_time`` fixture
 the anyio runner's "does this test really run in virtual time" -- with the messages that say
 what to do when a test runs on a real loop or clock (typically a runner kept alive by a
 wider-scoped anyio fixture).
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ asks about a test: is it async, does pytest-asyncio or anyio run it.
 
 Read this module to change what a mark may say; the modules that act on a test start from
 :func:`_settings`.
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ someone else calls gets :class:`virtualtime.trio.RunGuard` around it, so that a 
 :class:`~virtualtime.DeadlockError` instead of hanging: :func:`_trio_guarded` (one awaited
 call, used for anyio's tests and fixtures on trio) and, for pytest-trio, the runner handed to
 its ``trio`` mark for the length of the test (:func:`_guard_pytest_trio`, undone at teardown).
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

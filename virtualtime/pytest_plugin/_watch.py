@@ -5,6 +5,9 @@ which arms the horizon without a timer of its own, keeps a pytest outcome raised
 callback from vanishing, and states the facts (virtual time reached, timers fired, the likely
 cause) when the test runs past its horizon or is interrupted; plus the helpers the
 ``pytest_runtest_call`` hook uses to put a pytest-asyncio test under it and to report.
+
+Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
+``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ timer.run(T)``, ``await env.run(T)``, ``await clock.sleep(dt)``, ``await journey
 :meth:`Timeline.update`), as ``loop.run_until`` is and ``await virtualtime.run_until`` is not.
 Commands that only read or change state inside a loop without waiting (:func:`start`,
 ``resource.request()``, ``van.travel_to()``, :func:`now`) are plain functions.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from ._clock import Clock as Clock

@@ -5,6 +5,8 @@ from producers to consumers first in first out, :class:`FilterStore` to the firs
 whose filter accepts an item, :class:`PriorityStore` smallest first.  They share
 :class:`_Buffer`: queues of gets and puts (:class:`_Get`, :class:`_Put`) served strictly in
 order, a give-back for a get that is taken back after it received, and :class:`BufferStats`.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ names the argument, the rule and the value -- as the loop's own checks do.  Numb
 for a float (``10**400``) and finite numbers past the horizon of virtual time (``1e308``
 seconds) are refused by name as well, never left to surface as an ``OverflowError`` from deep
 inside.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ Sleeping on a clock sleeps until the loop instant its deadline maps to; every sl
 a cancel scope on its clock, and any change that re-times the clock (a rate change on it or an
 ancestor, attaching it to a parent, a manual fast-forward) cancels those scopes so the sleepers
 recompute their deadline from the remaining local time.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Any awaitable can be an operand.  Kit operands (an operation, a sleep, a signal,
 are begun in place -- their waiters are watched, with no task each -- and the losers taken
 back (:func:`_undo`); other awaitables become tasks.  On trio every operand runs in a task of
 its own, and on virtualtime's trio clock the operands start in argument order.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ the contract.
 On trio the toolkit waits on virtualtime's trio clock through the clock's kit waits
 (``virtualtime/trio/_park.py``: the task parks on the clock, or goes on in place when nothing
 else can happen first); on another trio clock, on a ``trio.CancelScope`` deadline.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

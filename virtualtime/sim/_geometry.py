@@ -24,6 +24,8 @@ modeller's ``step_size`` decides.
 Distances are in the geometry's own units (metres, kilometres, grid cells); velocities are those
 units per second of virtual time.  Two places closer than :data:`ARRIVAL_TOLERANCE` are the same
 place.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ Every :class:`Journey` ends exactly once, with a :class:`JourneyOutcome`:
 ``on_journey_ended(vehicle, outcome)`` is told of arrivals and halts (a redirected vehicle has not
 stopped), *before* any waiter is woken.  ``vehicle.journeys`` keeps every ended journey
 (arrived, halted, redirected) as a span -- start, end, origin, destination -- for traces.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -62,6 +62,8 @@ The behaviour is the same on all of them.  trio randomises the order of same-ins
 by design; on virtualtime's trio clock the kit queues its own wake-ups (starts, sleeps,
 interrupts, settled waiters: :class:`_QueuedWaiter`) on the clock instead, first come first
 served, so a model runs in asyncio's order there too.  On other trio clocks: trio's order.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

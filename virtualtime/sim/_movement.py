@@ -53,6 +53,8 @@ driving methods are the per-step hot path; and :class:`Fleet` and ``Vehicle`` us
 run time (``async with vehicle:`` makes a one-vehicle fleet, a fleet binds its vehicles' task
 group and checks that what it is given is a vehicle).  Splitting either would cut through one of
 those, so they stay together; the journey a vehicle returns lives in :mod:`._journey`.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ cancellation that resolves it first leaves its heap entry dead, and the loop fin
 kit reads the clock from the loop's own attribute, without a Python frame.  On any other
 asyncio loop (:func:`native_loop` is False) the kit uses ``call_later`` and ``loop.time``.
 The loop state used here is pinned by ``tests/test_sim_kit_fast.py``.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ from typing import Any, Final
 
 __all__ = ["FAR", "clock_of", "core", "native_loop", "push_after", "wake_after"]
 
-try:
-    from .._engine import _loop as _engine_loop
-except ImportError:  # pragma: no cover - the loop module was reorganised
-    _engine_loop = None  # type: ignore[assignment]
+from .._engine._compiled import core as _core
+from .._engine._compiled import core_push_after as _core_push_after
+from .._engine._loop import VirtualEventLoop as _VirtualEventLoop
 
-_VirtualEventLoop: Any = getattr(_engine_loop, "VirtualEventLoop", None)
-push_after: Any = getattr(_engine_loop, "core_push_after", None)
+push_after: Any = _core_push_after
 """The compiled core's ``push_after(heap, next_seq, ticks, delay, priority, item) -> seq``
 (the entry :func:`wake_after` pushes, in one C call), or None on the pure-Python path."""
 
-core: Any = getattr(_engine_loop, "core", None)
+core: Any = _core
 """The loop's compiled core module (set up), or None on the pure-Python path: the kit's sleep
 takes its compiled base (``KitSleep``) from it."""
 
@@ -38,11 +38,7 @@ FAR: Final = 1e18
 
 def native_loop(loop: asyncio.AbstractEventLoop) -> bool:
     """Does ``loop`` offer the virtual loop's native wait (:func:`wake_after`)?"""
-    return (
-        _VirtualEventLoop is not None
-        and isinstance(loop, _VirtualEventLoop)
-        and callable(getattr(loop, "_vt_wake_after", None))
-    )
+    return isinstance(loop, _VirtualEventLoop) and callable(getattr(loop, "_vt_wake_after", None))
 
 
 def clock_of(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
@@ -51,11 +47,7 @@ def clock_of(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
     The virtual loop's ``time()`` returns its ``_vt_now``; the kit reads the clock on every
     request, grant and statistics record, so it reads the attribute from C instead.
     """
-    if (
-        _VirtualEventLoop is not None
-        and type(loop).time is _VirtualEventLoop.time
-        and hasattr(loop, "_vt_now")
-    ):
+    if type(loop).time is _VirtualEventLoop.time and hasattr(loop, "_vt_now"):
         return functools.partial(getattr, loop, "_vt_now")
     return loop.time
 

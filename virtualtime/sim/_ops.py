@@ -6,6 +6,8 @@ and the await that takes it back when the wait fails.  Resources (``_resources``
 containers and stores (``_buffers``) build their operations on it, and share the helpers that
 bind an owner of queues to the one simulation it serves (:func:`_bind`, :func:`_adopt`) and
 check its capacity.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

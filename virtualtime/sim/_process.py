@@ -6,6 +6,8 @@ it.  :meth:`Process.interrupt` raises :class:`Interrupt` at the process's curren
 (by failing that wait's waiter, see :mod:`virtualtime.sim._kit`).  :func:`start` and
 :func:`current_process` are the module-level verbs a model calls; the :class:`Simulation`
 (``_simulation``) makes the processes and cleans them up at the end of a run.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ take a unit from a less urgent user, whose process receives :class:`Interrupt` w
 :class:`Preempted` cause.  A :class:`Request` is queued when made and awaited (or used as a
 context manager) afterwards.  :class:`ResourceStats` is what a resource measures.  Granting,
 releasing and recording are per-event paths: several are written out inline on purpose.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ entered, starts processes, runs until an instant or until every process has ende
 cancels what is left, in start order, when it is left.  :data:`ORDERS` names the two orders
 it runs in.  :func:`simulate` (and :meth:`Simulation.simulate`) run a model from synchronous
 code, with every argument checked before anything runs.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

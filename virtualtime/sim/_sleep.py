@@ -8,6 +8,8 @@ nothing else can happen first), on another asyncio loop a ``call_later`` timer, 
 :func:`_sleep_anyio`.  With the compiled core (virtualtime/_engine/_cwake.c) :func:`sleep`,
 :func:`now` and the common await run without a Python frame; the pure-Python functions here
 (:data:`pure_sleep`, :data:`pure_now`, :meth:`_Sleep._await_general`) stay the reference.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ Both keep their whole history, so any window can be asked for after the run: pas
 ``start=`` (the end of a warm-up period) and/or ``end=``; by default the window is the whole
 run up to :attr:`TimeSeries.now` (the simulation's current or final time).  Deleting a
 warm-up this way never needs a decision before the run.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

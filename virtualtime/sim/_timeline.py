@@ -30,6 +30,8 @@ Two edges Nit leaves open are decided here:
   called before any update returned it.
 
 Times are exact: integer nanosecond ticks, as everywhere in virtualtime.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ and then lets time run backwards).
 
 :meth:`Timer.run_sync` runs the same queue with no event loop at all, for models whose
 actions are plain functions.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

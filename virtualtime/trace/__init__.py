@@ -69,6 +69,8 @@ Chrome traces; ``_categories`` holds :class:`Category` and the registry; ``_plot
 picture with :func:`plot_trace` (matplotlib is imported only when it is called); ``_text``
 shortens the values quoted in messages and span names.  Each imports only the ones before it
 in the order ``_text``, ``_categories``, ``_chrome``, ``_record`` / ``_plot``.
+
+Part of ``trace``: may import ``shared``, ``engine`` (see tests/layout.py).
 """
 
 from __future__ import annotations

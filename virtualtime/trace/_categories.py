@@ -7,6 +7,8 @@ registered when this module is imported, and other layers add theirs with
 :func:`register_category` (the simulation toolkit registers its journey outcomes).  The trace
 builder copies the styles it uses into each trace file; the picture reads them back from
 there, falling back on this registry.
+
+Part of ``trace``: may import ``shared``, ``engine`` (see tests/layout.py).
 """
 
 from __future__ import annotations

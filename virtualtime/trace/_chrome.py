@@ -6,6 +6,8 @@ into lanes, a task's sleeps and waits, timer instants, and the stretches categor
 after their spans (``until_next``).  :func:`write_trace` writes such a dict one event per
 line, and :func:`load_trace` reads a file back with its shape checked.  A
 :class:`~virtualtime.trace.TraceRecorder` builds its traces with the same pieces.
+
+Part of ``trace``: may import ``shared``, ``engine`` (see tests/layout.py).
 """
 
 from __future__ import annotations

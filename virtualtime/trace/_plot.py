@@ -11,6 +11,8 @@ is read (an error names the event, the field and the rule), times must lie withi
 time's horizon, the time axis gets about ten ticks however long the run, labels are drawn as
 plain text (a ``$`` in a task name is not mathtext), and the picture is never written over the
 trace it was drawn from.
+
+Part of ``trace``: may import ``shared``, ``engine`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ one makes it active for every task started from there.  :func:`record_span` is t
 layers call (a no-op when nothing records); :func:`recording` tells them whether building a
 span's arguments is worth it.  The recorder builds its trace with the Chrome trace builder
 (``_chrome``).
+
+Part of ``trace``: may import ``shared``, ``engine`` (see tests/layout.py).
 """
 
 from __future__ import annotations

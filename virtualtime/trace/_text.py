@@ -4,6 +4,8 @@ A trace reads values its caller chose (a row name, a category, a place), so ever
 that quotes one cuts it short (:func:`_shown`), and span names round the floats in a value to
 a few decimals (:func:`_short_repr`).  Every module of the package, and the simulation
 toolkit's journeys, name values through here.
+
+Part of ``trace``: may import ``shared``, ``engine`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -118,6 +118,8 @@ Driving verbs
 peek`` work on trio with the same meaning as on asyncio: called from a task of a run whose
 clock is a VirtualClock, they drive it.  Importing this package registers their trio halves
 with the verbs, which know no backend but asyncio (``virtualtime/trio/_verbs.py``).
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 try:  # trio is an extra: when it is missing, say how to get it

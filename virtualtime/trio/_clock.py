@@ -8,6 +8,8 @@ outside the run still answer?), :mod:`._instruments` (how it hears the run), :mo
 (reading trio's tasks), :mod:`._exact` (float deadlines to ticks), :mod:`._park` (kit waits),
 :mod:`._run` (guarded runs) and :mod:`._verbs` (the driving verbs' trio side).  The package
 documentation tells the whole story.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ recovers the delay a program meant from such a deadline (:func:`ticks_until`, wi
 remainder that keeps long runs unbiased), the noise margins the clock's fast path relies on,
 and the horizon no jump or driving verb may pass (:func:`span_ticks`).  The package
 documentation ("Exact time") tells the story; nothing here imports trio.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ trio instruments and one swapped container:
 
 Instrument hooks must never raise (trio would remove the instrument), so a failure is handed
 to the clock, which raises it on the run's next turn.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ jump does not apply.
 It is a mixin, not a class of its own: its methods share the clock's per-run state (declared
 below, set by the clock's ``__init__`` and ``start_clock``), and the clock calls them directly,
 with no object in between.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -58,6 +58,8 @@ another task sleeps in), with no checkpoint in between.  That deadline is seen a
 loop round (at most :data:`ROUND_EVERY` waits later), not at once.  Cancelling a scope
 (``scope.cancel()``) is seen at once: it reschedules the tasks sleeping in it, or is pending
 for the waiting task itself.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

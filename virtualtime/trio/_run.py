@@ -6,6 +6,8 @@ the main function of a run so that the clock, once it declares a deadlock, cance
 task tree and the guard raises :class:`~virtualtime.DeadlockError` instead.  :func:`run` is the
 one-call way to use it; :func:`virtualtime.anyio_run` and the pytest plugin use the guard
 directly.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ file descriptor), the objects its frames refer to tell the cancel scopes around 
 (:func:`timers_of`, :func:`lift_shields`), and the nurseries tell the task tree
 (:func:`task_tree`).  Everything here only reads, except :func:`lift_shields`, which the
 deadlock clean-up uses.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ registers there (:func:`register`, called when ``virtualtime.trio`` is imported)
 answers with the running :class:`~virtualtime.trio.VirtualClock` as a driver, or refuses a trio
 run whose clock is not virtual.  The verbs' trio halves below only use what any task may:
 sleeping, waiting for the run to be idle, and the clock's own jump.
+
+Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
 from __future__ import annotations

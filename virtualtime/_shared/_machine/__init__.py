@@ -35,6 +35,8 @@ Everything answers ``None`` off Linux.  On Linux: without procfs, thread and pro
 modules (``inet_diag``/``unix_diag``, or a sandbox that forbids netlink) :func:`tcp_peer` falls
 back to procfs and :func:`unix_peer_inode` is ``None``; ``TCP_INFO`` fields arrive with the
 kernel versions :class:`TcpInfo` lists.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from ._common import GONE, WORKING_STATES

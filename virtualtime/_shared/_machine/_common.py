@@ -7,6 +7,8 @@ kept open and re-read.  What the machine offers is a set of module variables her
 (``_PROC``, ``_FIONREAD``, ``_OUTQ``, ``_TCP_INFO``, ``_SO_PEERCRED``, ``_AF_NETLINK``), and
 the other modules read them as ``_common.<name>`` at each call, so a test that takes one away
 (sets it to None, or ``_PROC`` to a folder that does not exist) takes it away everywhere.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ end); :func:`_diag_dump` asks for every matching socket (the machine's TCP conne
 answer None where netlink is unavailable or forbidden, and callers fall back or say
 "unknown".  The requests themselves (which family, which fields) are built by the callers,
 :mod:`._peer` and :mod:`._waits`.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ hold it open.  What is queued in *our* end is :mod:`._sockets`'s.
 * :func:`peer_pids` -- the two above combined; :func:`both_ends_ours` -- whether the other end
   is one of this process's own descriptors (the peer lookup, then a scan of
   ``/proc/self/fd`` only: about 0.4 ms with 20 descriptors).
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

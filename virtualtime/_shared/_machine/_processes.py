@@ -17,6 +17,8 @@ questions a model asks of a peer program that serves a connection.
 * :class:`ProcessWatch` -- "is any of these processes working?": any thread ``R`` or ``D``,
   or the process CPU clock moved since the last look.  About 50 us for a one-thread process,
   plus about 20 us per further thread.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

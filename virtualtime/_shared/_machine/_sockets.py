@@ -30,6 +30,8 @@ moment later, and ``FIONREAD`` does not count them while they are on the way (me
 of writes to a pty's slave read 0 at the master right after).  :func:`terminal_unread_bytes`
 first polls the descriptor -- the terminal's poll pushes pending bytes through before it
 answers -- and then counts, and never misses them.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -58,6 +58,8 @@ real time*.  Whether that counts as outside work is the model's decision, not a 
 Never include the asking thread in a watch: it is always ``R``.  And a thread that
 ``Thread.join()`` saw finish may still exist for a moment, running its exit (``R``):
 ``join`` returns when the Python side is done, before the kernel has torn the thread down.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations

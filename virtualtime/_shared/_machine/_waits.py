@@ -8,6 +8,8 @@ blocked on a descriptor (directly, or through an epoll set); :func:`awaits_other
 whether a process waits on a TCP exchange of its own (a query to its database); and
 :func:`own_descriptor` finds which of our descriptors is a socket.  The system call numbers
 are known for x86-64 and AArch64; elsewhere the answers are None.
+
+Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations
