@@ -43,9 +43,10 @@ asks the same model as the asyncio loop, read from the machine where it can be (
 * **threads that call into the run** -- ``trio.from_thread``, anyio's ``BlockingPortal``,
   ``TrioToken.run_sync_soon`` from another thread -- while the kernel says that thread works
   (:class:`~virtualtime._shared._threads.Speakers`): it may be about to cancel what it just
-  started.  The clock hears such calls on the run's entry queue (:func:`_listen_to`).  A plain
-  thread that started during the run holds time for its first 50 ms (a blocking client about
-  to connect to the run's server: a listening socket is not outside work);
+  started.  The clock hears such calls on the run's entry queue
+  (:func:`~virtualtime.trio._instruments.listen_to`).  A plain thread that started during the
+  run holds time for its first 50 ms (a blocking client about to connect to the run's server:
+  a listening socket is not outside work);
 * **children** still running (trio waits on their pidfd), pipes to them, connects in flight,
   connected datagram sockets;
 * **connections to peers outside the run** (TCP, and Unix stream sockets to other processes):
