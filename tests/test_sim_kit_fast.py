@@ -274,7 +274,15 @@ def test_canary_the_loop_state_the_native_sleep_uses() -> None:
         assert _native.native_loop(loop)
         missing = [
             name
-            for name in ("_vt_wake_after", "_vt_seq", "_vt_now", "_vt_timers")
+            for name in (
+                "_vt_wake_after",
+                "_vt_heap",
+                "_vt_seq",
+                "_vt_ticks",
+                "_vt_history",
+                "_vt_now",
+                "_vt_timers",
+            )
             if not hasattr(loop, name)
         ]
         assert not missing, f"VirtualEventLoop no longer has {missing}: see sim/_native.py"

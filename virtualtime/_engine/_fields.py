@@ -12,6 +12,10 @@ sets that the mixins use (what each holds is said there, where it is set; a mixi
 the fields only it uses) and the private asyncio attributes they use.  It adds nothing at
 run time: annotations only, no values.
 
+Five of these fields are read from outside the engine, by the sim kit's native wait on the
+compiled path: ``_vt_heap``, ``_vt_seq``, ``_vt_ticks``, ``_vt_history`` and ``_vt_now``
+(docs/loop.md, "the in-place jump", says why; ``tests/test_sim_kit_fast.py`` pins them).
+
 Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
 
