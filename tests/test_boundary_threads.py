@@ -24,6 +24,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Integer, String, select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -31,6 +32,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 import virtualtime
 from virtualtime._engine._allowances import Allowances
 from virtualtime._engine._outside import POKE_GRACE
+from virtualtime._shared import _machine, _threads
 from virtualtime._shared._threads import Speakers
 
 
@@ -464,6 +466,56 @@ def _thread_that(action: Callable[[], object], release: threading.Event) -> thre
     thread.start()
     assert done.wait(10)
     return thread
+
+
+def _parked(thread: threading.Thread) -> None:
+    """Return once ``thread`` sleeps in the kernel (blocked, not merely between two lines)."""
+    assert thread.native_id is not None
+    for _ in range(100_000):
+        if _machine.thread_state(thread.native_id) == "S":
+            return
+        os.sched_yield()
+    raise AssertionError(f"{thread.name} never blocked")
+
+
+def test_a_thread_that_ran_since_the_last_look_is_working_though_it_sleeps_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An in-process server thread sends the headers, then waits for the GIL the asker holds
+    # to send the body: asleep at the look, and it may not get to run during it.  That it ran
+    # since the last look says it is working, even when the look before had stopped watching
+    # it (idle beyond the window in which a thread may want the GIL).
+    go, sent, finish = threading.Event(), threading.Event(), threading.Event()
+
+    def server() -> None:
+        go.wait()
+        _burn(0.01)  # the headers
+        sent.set()
+        finish.wait()  # asleep again, as a thread waiting for the GIL is
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    # The window in which a quiet thread stays watched, made ~0.
+    monkeypatch.setattr(_threads, "_RECENT", 0.0)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _parked(thread)
+        speakers = Speakers()
+        assert speakers.look() == frozenset()  # first sight: watched, asleep
+        assert speakers.look() == frozenset()  # quiet beyond the window: not watched now
+        go.set()
+        assert sent.wait(10)
+        _parked(thread)
+        busy = speakers.look()
+        assert busy is not None
+        assert thread.native_id in busy
+        assert speakers.look() == frozenset()  # and not again: it has not run since
+    finally:
+        sys.setswitchinterval(interval)
+        go.set()
+        finish.set()
+        thread.join()
 
 
 def test_a_thread_that_spoke_may_hold_time_only_while_the_machine_says_it_works() -> None:

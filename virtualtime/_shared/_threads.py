@@ -207,6 +207,7 @@ class Speakers:
         seen: dict[int, tuple[int, float]] = {}
         real_now = _real_monotonic()
         window = max(_RECENT, 2 * sys.getswitchinterval())
+        ran: list[int] = []
         for thread in threads():
             native = thread.native_id
             if native is None or native == own or native in watched:
@@ -218,6 +219,8 @@ class Speakers:
             if last is None or last[0] != clock:
                 seen[native] = (clock, real_now)
                 watched.add(native)
+                if last is not None:
+                    ran.append(native)
             else:
                 seen[native] = last
                 if real_now - last[1] < window:
@@ -225,7 +228,12 @@ class Speakers:
         self._clocks = seen
         watched.discard(own)
         busy = self._watch.busy(watched)
-        return None if busy is None else frozenset(busy)
+        if busy is None:
+            return frozenset(ran) if ran else None
+        # A thread that ran since the last look is working, as the watch says of the threads
+        # it keeps; the watch forgot this one while it was not watched, so it would judge by
+        # the look alone -- and a thread waiting for the GIL we hold may not run during it.
+        return frozenset(busy).union(ran)
 
     def working(self, busy: Iterable[int]) -> bool:
         """Is any thread that spoke among ``busy`` (what :meth:`look` returned)?"""
