@@ -153,6 +153,31 @@ def test_answers_after_300_ms_of_a_sleeping_peer_never_time_out(plain: dict[str,
     _still(outcome, real, 4)
 
 
+@pytest.mark.parametrize("work", ["sleep", "async"])
+def test_another_threads_ticks_are_not_a_sleeping_thread_peers_answer(
+    plain: dict[str, int], work: str
+) -> None:
+    # The peer in another thread sleeps 400 ms before each answer while a third thread wakes
+    # every 20 ms (a heartbeat).  The heartbeat's work is not the peer waking: seen once, then
+    # quiet, it must not pass for the peer having woken and slept again with nothing to say.
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(0.02):  # real-time: the heartbeat's period
+            sum(range(20_000))  # a tick's worth of work
+
+    thread = threading.Thread(target=heartbeat)
+    thread.start()
+    try:
+        outcome, real = peers.bounded_run(
+            _lines(plain["thread"], f"{work} 400\n".encode(), [b"ok 400\n"], 3), limit=10
+        )
+    finally:
+        stop.set()
+        thread.join()
+    _still(outcome, real, 3)
+
+
 def test_httpx_keep_alive_requests_to_a_process_never_time_out(plain: dict[str, int]) -> None:
     async def main() -> Outcome:
         answered = timeouts = 0

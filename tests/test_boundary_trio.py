@@ -148,6 +148,35 @@ def test_back_to_back_requests_to_a_peer_that_sleeps_before_answering_never_time
     assert virtual <= real / 10  # time stood (almost) still while the answers were coming
 
 
+@pytest.mark.parametrize("where", ["thread", "process"])
+def test_each_fresh_timeout_gets_its_own_real_time_allowance(
+    plain: dict[str, int], where: str
+) -> None:
+    # Ten requests on one connection, each under a fresh fail_after(0.5), each answered after
+    # 100 ms of the peer's blocking sleep: a second of real time in all, time standing still
+    # all along.  Each timeout allows half a second from when it was set, not from when the
+    # hold began.
+    async def main() -> tuple[int, int]:
+        answered = timeouts = 0
+        stream = await trio.open_tcp_stream("127.0.0.1", plain[where])
+        reader = _Lines(stream)
+        async with stream:
+            for _ in range(10):
+                try:
+                    with trio.fail_after(0.5):
+                        await stream.send_all(b"sleep 100\n")
+                        assert await reader.line() == b"ok 100"
+                    answered += 1
+                except trio.TooSlowError:
+                    timeouts += 1
+                    assert await reader.line() == b"ok 100"
+        return answered, timeouts
+
+    (answered, timeouts), real = _timed(main)
+    assert (answered, timeouts) == (10, 0)
+    assert real >= 1.0  # the peer's sleeps were real: the allowances were put to the test
+
+
 def test_httpx_keep_alive_requests_to_a_socketserver_thread_never_time_out(
     socketserver_port: int,
 ) -> None:
@@ -170,6 +199,46 @@ def test_httpx_keep_alive_requests_to_a_socketserver_thread_never_time_out(
     (answered, timeouts, virtual), real = _timed(main)
     assert (answered, timeouts) == (120, 0)
     assert virtual <= real / 10
+
+
+def test_another_threads_ticks_are_not_a_sleeping_thread_peers_answer(
+    socketserver_port: int,
+) -> None:
+    # The server's handler thread sleeps 400 ms before it answers; meanwhile another thread of
+    # this process wakes every 20 ms (a server's poll loop, a heartbeat).  Its work is not the
+    # handler's: seen once, then quiet, it must not pass for the peer having woken and gone
+    # back to sleep with nothing to say.
+    stop = threading.Event()
+
+    def ticker() -> None:
+        while not stop.wait(0.02):  # real-time: a heartbeat's period
+            _burn_briefly()
+
+    async def main() -> tuple[int, int]:
+        answered = timeouts = 0
+        async with httpx.AsyncClient() as client:
+            for _ in range(3):
+                try:
+                    with trio.fail_after(2):
+                        response = await client.get(f"http://127.0.0.1:{socketserver_port}/400")
+                    assert response.text == "ok"
+                    answered += 1
+                except trio.TooSlowError:
+                    timeouts += 1
+        return answered, timeouts
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        assert _timed(main)[0] == (3, 0)
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _burn_briefly() -> int:
+    """A tick's worth of CPU work (a few hundred microseconds)."""
+    return sum(range(20_000))
 
 
 def test_httpx_keep_alive_requests_to_a_thread_peer_never_time_out(plain: dict[str, int]) -> None:
