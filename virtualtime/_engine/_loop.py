@@ -168,7 +168,7 @@ _init_task: Final = asyncio.Task.__init__
 
 _ANYIO_ASYNCIO: Final = ANYIO_ASYNCIO
 _anyio_seen: object = None
-"""anyio's asyncio backend module as :func:`_install_anyio_sleep` last handled it (fully
+"""anyio's asyncio backend module as :func:`_tell_anyio_hooks` last handled it (fully
 imported).  Kept by identity, not as a once-per-process flag: a runner that restores
 ``sys.modules`` (pytester in process) or a reload brings a new module to route."""
 
@@ -187,7 +187,7 @@ def on_anyio_backend(hook: Callable[[], object]) -> None:
         _anyio_hooks.append(hook)
 
 
-def _install_anyio_sleep() -> None:
+def _tell_anyio_hooks() -> None:
     """anyio's backend is imported: tell the hooks (_anyio_sleep routes its sleep)."""
     global _anyio_seen
     module = _modules.get(_ANYIO_ASYNCIO)
@@ -953,7 +953,7 @@ class VirtualEventLoop(CycleMixin):
         """Like the stock method; with ``patch_time=True`` the stdlib clocks follow this loop."""
         anyio_backend = _modules.get(_ANYIO_ASYNCIO)
         if anyio_backend is not _anyio_seen and anyio_backend is not None:
-            _install_anyio_sleep()
+            _tell_anyio_hooks()
         here = RUNNING_HERE
         outer = here.loop
         here.loop = self

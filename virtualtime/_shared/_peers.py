@@ -303,11 +303,7 @@ class Connections:
     def _debt(self, conn: _Conn, working: bool) -> float | None:
         """Rule 3: an owed answer from a local peer that shows no other sign of coming."""
         if working:
-            if conn.debt == _ASLEEP and (
-                # For a peer in another thread, "working" is any other thread's work: only its
-                # own threads' clocks say that the peer itself woke.
-                conn.where != _THREAD or not conn.peer_tids or self._peer_clock(conn) != conn.clock
-            ):
+            if conn.debt == _ASLEEP and self._woke(conn, working=True):
                 conn.debt = _WOKE
             return self._again(conn)
         if conn.debt == _OWED:
@@ -316,16 +312,11 @@ class Connections:
             if conn.where == _THREAD:
                 conn.peer_tids = self._peer_threads(conn)
             conn.clock = self._peer_clock(conn)
-        elif conn.debt == _ASLEEP and self._peer_clock(conn) != conn.clock:
+        elif conn.debt == _ASLEEP and self._woke(conn, working=False):
             conn.debt = _WOKE  # it ran since (a tick too short for a look to catch it running)
         # Asleep.  It is done if it cannot wake by itself, or has woken since and slept again
-        # without a word -- unless it is waiting on somebody else (its database) itself.  A
-        # peer in another thread whose serving threads are unknown (it was not blocked on the
-        # socket when it fell asleep: a handler in time.sleep) cannot be seen waking: another
-        # thread's tick (a server's poll loop) is not its answer coming, so only "cannot wake"
-        # forgives it.
-        woke = conn.debt == _WOKE and (conn.where != _THREAD or bool(conn.peer_tids))
-        if woke or self._peer_wakes(conn) is False:
+        # without a word -- unless it is waiting on somebody else (its database) itself.
+        if conn.debt == _WOKE or self._peer_wakes(conn) is False:
             if not self._peer_awaits(conn):
                 conn.debt = _FORGIVEN
                 conn.sent_at_answer = conn.sent
@@ -333,6 +324,18 @@ class Connections:
                 return None
             conn.debt = _ASLEEP
         return self._again(conn)
+
+    def _woke(self, conn: _Conn, *, working: bool) -> bool:
+        """Has the peer itself run since it was seen asleep (``working``: it works now)?
+
+        For a peer in another thread, "working" is any other thread's work -- a server's poll
+        loop, a heartbeat -- so only the clocks of the threads serving it speak for it; when
+        those are unknown (it was not blocked on the socket when it fell asleep: a handler in
+        ``time.sleep``) it cannot be seen waking, and only "cannot wake" forgives it.
+        """
+        if conn.where == _THREAD:
+            return bool(conn.peer_tids) and self._peer_clock(conn) != conn.clock
+        return working or self._peer_clock(conn) != conn.clock
 
     def _peer_clock(self, conn: _Conn) -> int | None:
         """The CPU time the peer has used: its process's, or its threads' in this process."""
