@@ -76,6 +76,17 @@ class _Put(_Op):
         return f"<put into {self._owner!r}>"
 
 
+class _GiveBack(_Put):
+    """What a get taken back after it received gives back, when there is no room for it
+    (a put completed meanwhile): a put nobody awaits, at the front of the put queue, served
+    first when room appears.  It counts in no statistics of puts."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<give-back into {self._owner!r}>"
+
+
 class BufferStats:
     """What a container or store measured: its level over time and the waits of gets and puts.
 
@@ -164,6 +175,15 @@ class _Buffer:
         self._dispatch()
 
     def _give_back(self, op: _Get) -> None:
+        """A get taken back after it received: what it received goes back -- at once if
+        there is room, else at the front of the put queue (a put nobody awaits), so the level
+        never exceeds the capacity."""
+        env = self._env
+        assert env is not None
+        self._putters.appendleft(_GiveBack(self, env, self._received(op)))
+        self._dispatch()
+
+    def _received(self, op: _Get) -> Any:
         raise NotImplementedError
 
     def _dispatch(self, gets: bool = True) -> None:
@@ -175,6 +195,9 @@ class _Buffer:
         stats.level.record(self._size())
 
     def _completed(self, op: _Op, waits: Tally, value: Any) -> None:
+        if type(op) is _GiveBack:
+            op._state = _OVER  # nobody awaits it, and it is no put of the model's
+            return
         now = self._env._clock()  # type: ignore[union-attr]
         waits.add(now, now - op._time)
         op._complete(value)
@@ -231,10 +254,8 @@ class Container(_Buffer):
         self._after_put(env)
         return op
 
-    def _give_back(self, op: _Get) -> None:
-        self._level += op._amount
-        self._record()
-        self._dispatch()
+    def _received(self, op: _Get) -> Any:
+        return op._amount
 
     def _dispatch(self, gets: bool = True) -> None:
         stats = self._stats
@@ -303,16 +324,18 @@ class Store(_Buffer):
     def _add(self, item: Any) -> None:
         self._items.append(item)
 
+    def _add_back(self, item: Any) -> None:
+        """An item a get gives back: first in line again."""
+        self._items.appendleft(item)
+
+    def _received(self, op: _Get) -> Any:
+        return op._value
+
     def _take(self, op: _Get) -> tuple[bool, Any]:
         items = self._items
         if items:
             return True, items.popleft()
         return False, None
-
-    def _give_back(self, op: _Get) -> None:
-        self._items.appendleft(op._value)
-        self._record()
-        self._dispatch()
 
     def _dispatch(self, gets: bool = True) -> None:
         stats = self._stats
@@ -324,7 +347,10 @@ class Store(_Buffer):
             changed = False
             while putters and len(self._items) < self._capacity:
                 op = putters.popleft()
-                self._add(op._item)
+                if type(op) is _GiveBack:
+                    self._add_back(op._item)
+                else:
+                    self._add(op._item)
                 self._completed(op, stats.put_waits, None)
                 changed = moved = True
             if gets and getters and self._items:
@@ -386,10 +412,8 @@ class FilterStore(Store):
                 return True, item
         return False, None
 
-    def _give_back(self, op: _Get) -> None:
-        self._items.insert(0, op._value)
-        self._record()
-        self._dispatch()
+    def _add_back(self, item: Any) -> None:
+        self._items.insert(0, item)
 
     def _serve_getters(self, stats: BufferStats) -> bool:
         served = False
@@ -440,7 +464,5 @@ class PriorityStore(Store):
             return True, heapq.heappop(self._items)
         return False, None
 
-    def _give_back(self, op: _Get) -> None:
-        heapq.heappush(self._items, op._value)
-        self._record()
-        self._dispatch()
+    def _add_back(self, item: Any) -> None:
+        heapq.heappush(self._items, item)

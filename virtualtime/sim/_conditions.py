@@ -21,7 +21,6 @@ from .._shared._errors import InvalidTypeError, InvalidValueError
 from ._check import short
 from ._kit import (
     _DONE,
-    _NOTHING,
     _PENDING,
     _PROC,
     Signal,
@@ -150,9 +149,18 @@ async def _first_of(*awaitables: Awaitable[Any]) -> tuple[Awaitable[Any], Any]:
     return awaitables[index], _result_of(awaitables[index], winner)
 
 
-def _first_done(outer: Any, index: int, _: object) -> None:
+def _first_done(outer: Any, index: int, waiter: Any) -> None:
+    _retrieve(waiter)
     if not outer.done():
         outer.set_result(index)
+
+
+def _retrieve(waiter: Any) -> None:
+    """Mark an operand's exception as seen (asyncio): a loser that failed at the instant the
+    condition ended -- a signal failed, a process raised -- is taken back, not an error, and
+    must not be reported as "exception was never retrieved" when it is collected."""
+    if not waiter.cancelled():
+        waiter.exception()
 
 
 class _Await:
@@ -186,6 +194,7 @@ async def _all_of(*awaitables: Awaitable[Any]) -> list[Any]:
     remaining = [len(awaitables)]
 
     def done(waiter: Any) -> None:
+        _retrieve(waiter)
         if outer.done():
             return
         if not waiter.cancelled() and waiter.exception() is not None:
@@ -221,25 +230,60 @@ async def _operand_turn(env: Simulation, aw: Any, order: int) -> None:
     try:
         await _take_turn(env._park, order)
     except BaseException:
-        if isinstance(aw, Coroutine):
-            aw.close()
-        elif isinstance(aw, _Op | _Sleep):
-            aw._abandon()
+        _drop_unawaited(aw)
         raise
 
 
+def _drop_unawaited(aw: object) -> None:
+    """Take back an operand that lost before anybody awaited it: a kit operation withdrawn
+    (or undone), a coroutine closed (so that it draws no "never awaited" warning), a
+    condition's own operands likewise."""
+    if isinstance(aw, _Op | _Sleep):
+        aw._abandon()
+    elif isinstance(aw, Coroutine):
+        aw.close()
+    elif isinstance(aw, _Condition):
+        for inner in aw._args:
+            _drop_unawaited(inner)
+
+
+class _Operands(_Abandonable):
+    """The kit operations among a condition's operands on trio (each awaited in a task):
+    taken back at once when the waiting process is interrupted, so that none completes
+    afterwards.  (The tasks themselves are cancelled when the process resumes: cancelling
+    their group here would cancel the process's own wait too.)"""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: tuple[Any, ...]) -> None:
+        self._items = items
+
+    def _abandon(self) -> None:
+        for aw in self._items:
+            if isinstance(aw, _Op | _Sleep):
+                aw._abandon()
+
+
+def _raise_pending(awaitables: tuple[Any, ...]) -> None:
+    """An interrupt kept for the process's next kit await is raised here, before any operand
+    began: each is taken back (a kit operation withdrawn or undone, a coroutine closed)."""
+    proc = _PROC.get()
+    if proc is None or not proc._pending:
+        return
+    for aw in awaitables:
+        _drop_unawaited(aw)
+    raise proc._pending.pop(0)
+
+
 async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple[Any, Any]:
+    _raise_pending(awaitables)
     # Operands complete already win in argument order, as on asyncio (trio would otherwise
     # pick among their tasks at random).
     for aw in awaitables:
         if _completed_now(aw):
             for other in awaitables:
-                if other is aw:
-                    continue
-                if isinstance(other, _Op | _Sleep):
-                    other._abandon()
-                elif isinstance(other, Coroutine):
-                    other.close()  # never awaited, on purpose: it lost before it began
+                if other is not aw:
+                    _drop_unawaited(other)  # it lost before it began
             if isinstance(aw, Request):
                 return aw, aw
             return aw, aw._value if isinstance(aw, _Op) else aw.value
@@ -267,7 +311,7 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
         for index, aw in enumerate(awaitables):
             group.start_soon(one, index, aw, _reserve(env))
         try:
-            result = await _Await(env, outer, _NOTHING)
+            result = await _Await(env, outer, _Operands(awaitables))
         except Exception as exc:  # raised outside the group, which would wrap it
             failure = exc
         finally:
@@ -279,6 +323,7 @@ async def _first_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> tuple
 
 
 async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[Any]:
+    _raise_pending(awaitables)
     outer = env._new_waiter()
     values: list[Any] = [None] * len(awaitables)
     remaining = [len(awaitables)]
@@ -302,7 +347,7 @@ async def _all_of_anyio(env: Simulation, awaitables: tuple[Any, ...]) -> list[An
         for index, aw in enumerate(awaitables):
             group.start_soon(one, index, aw, _reserve(env))
         try:
-            await _Await(env, outer, _NOTHING)
+            await _Await(env, outer, _Operands(awaitables))
         except Exception as exc:  # raised outside the group, which would wrap it
             failure = exc
         finally:

@@ -29,16 +29,19 @@ Interrupts are not cancellation
 where it is suspended; the process may catch it and carry on.  Cancellation (of the whole run,
 of a task group, a timeout) stays ``CancelledError``/``trio.Cancelled`` and never looks like an
 interrupt.  The interrupt is delivered by failing the one thing the process waits for, so it
-costs nothing when nobody interrupts.  A process suspended in a foreign await (``anyio.sleep``,
-a socket) is not woken: the interrupt is kept and raised at its next kit await.
+costs nothing when nobody interrupts; the operation it waited for is withdrawn at that moment,
+so it cannot complete before the process runs again.  A process suspended in a foreign await
+(``anyio.sleep``, a socket) is not woken: the interrupt is kept and raised at its next kit
+await -- or at its end, if it returns first.
 
 Abandoning a wait is always clean
 ---------------------------------
 Every kit operation knows how to take itself back: a request that loses a :func:`first_of`, is
 cancelled or interrupted leaves the queue (it *reneged*); one that had just been granted is
-released; a get that had just received an item or an amount gives it back at the front.  So a
-run can be cancelled at any point -- the end of ``until`` cancels every process -- and nothing
-raises.
+released; a get that had just received an item or an amount gives it back at the front (if a
+put took the room meanwhile, it waits first in the put queue: a level never exceeds the
+capacity).  So a run can be cancelled at any point -- the end of ``until`` cancels every
+process -- and nothing raises.
 
 Ordering
 --------
@@ -229,6 +232,7 @@ def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, N
             op._abandon()
             raise proc._pending.pop(0)
         proc._target = waiter
+        proc._target_op = op  # Process.interrupt takes it back at once
     try:
         if env._simpy and waiter.done():
             yield from _suspend_once(env)
@@ -242,6 +246,7 @@ def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, N
     finally:
         if proc is not None:
             proc._target = None
+            proc._target_op = None
 
 
 class _Abandonable:

@@ -82,6 +82,7 @@ class Process(_Abandonable, Generic[T]):
         "_scope",
         "_state",
         "_target",
+        "_target_op",
         "_task",
         "_value",
     )
@@ -98,6 +99,7 @@ class Process(_Abandonable, Generic[T]):
         self._joiners: list[Waiter] | None = None  # made when somebody waits
         self._pending: list[Interrupt] | None = None  # made when an interrupt must wait
         self._target: Waiter | None = None
+        self._target_op: _Abandonable | None = None  # what _target waits for, to take back
         self._task: asyncio.Task[Any] | None = None
         self._scope: Any = None  # a trio.CancelScope, on trio
         self._parked: Any = None  # its sleep parked on virtualtime's trio clock, if it is in one
@@ -139,6 +141,11 @@ class Process(_Abandonable, Generic[T]):
             env._unstarted -= 1
         try:
             value = await coro
+            pending = self._pending
+            if pending:
+                # An interrupt kept for a kit await that never came (it came while the process
+                # ran, or waited on something not the kit's): raised at the end, not dropped.
+                raise pending.pop(0)
         except BaseException as exc:
             env._last = env._clock()
             if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -220,6 +227,14 @@ class Process(_Abandonable, Generic[T]):
         The process may catch it and carry on.  Interrupting a process that has ended is a
         :class:`~virtualtime.VirtualTimeError`; interrupting one that is running (itself) or
         waiting on something that is not the kit's keeps the interrupt for its next kit await.
+        A process that returns before another kit await ends with that interrupt instead, as
+        if raised at its end: it fails with :class:`Interrupt`, which fails the run unless
+        somebody awaits the process.  Use it when the process may be busy outside the kit.
+
+        The kit operation the process waits on is withdrawn at the moment of the interrupt: a
+        request is not granted, a get or a put does not complete afterwards (the interrupter
+        may free room before the process runs again), a get that had just received gives it
+        back.
         """
         if self._state != _PENDING:
             raise UsageError(f"{self!r} has ended and cannot be interrupted")
@@ -227,6 +242,11 @@ class Process(_Abandonable, Generic[T]):
         target = self._target
         if target is not None and not target.done():
             target.set_exception(exc)
+            op = self._target_op
+            if op is not None:
+                # Withdrawn now, not when the process resumes: a put must not complete, a
+                # request must not be granted, in between (the interrupter may free room).
+                op._abandon()
             return
         if self._pending is None:
             self._pending = []

@@ -154,6 +154,7 @@ class Request(_Op):
                 waiter = self._waiter = loop.create_future()
                 if proc is not None:
                     proc._target = waiter
+                    proc._target_op = self  # Process.interrupt withdraws it at once
                 try:
                     yield from waiter
                 except BaseException:
@@ -162,6 +163,7 @@ class Request(_Op):
                 finally:
                     if proc is not None:
                         proc._target = None
+                        proc._target_op = None
                 return self
         yield from _Op.__await__(self)
         return self
@@ -339,7 +341,13 @@ class Resource:
         stats.users.record(len(self._users))
         proc = victim._process
         if proc is not None and proc.is_alive:
-            proc.interrupt(Preempted(by=req._process, usage_since=since, resource=self))
+            # The interrupt withdraws what the victim waits for, which may serve this queue:
+            # the freed unit is held for ``req`` meanwhile (request() grants it just after).
+            self._users.append(req)
+            try:
+                proc.interrupt(Preempted(by=req._process, usage_since=since, resource=self))
+            finally:
+                self._users.remove(req)
         return True
 
     def _grant(self, req: Request, now: float) -> None:

@@ -355,6 +355,9 @@ class Simulation:
             group.start_soon(drive)
             try:
                 await halt
+            except Exception:  # a process's failure: raised below, by run(), not wrapped
+                if self._failure is None:
+                    raise
             finally:
                 group.cancel_scope.cancel()
 
