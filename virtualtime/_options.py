@@ -27,15 +27,17 @@ import difflib
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from numbers import Real
 from typing import Any, Final, Literal, TypedDict
 
 from ._clocks._patch import check_wall_start
-from ._shared._errors import InvalidTypeError, InvalidValueError
+from ._shared._errors import InvalidTypeError, InvalidValueError, VirtualTimeError
 from ._shared._time import (
     NEVER,
     TICKS_PER_SECOND,
     check_bool,
     check_delay,
+    check_finite,
     check_rate,
     shown,
 )
@@ -45,10 +47,12 @@ __all__ = [
     "OPTION_NAMES",
     "TRIO_OPTION_NAMES",
     "ClockKwargs",
+    "FellBehindError",
     "LoopKwargs",
     "LoopOptions",
     "check_option",
     "configure",
+    "fell_behind",
 ]
 
 Backend = Literal["asyncio", "trio"]
@@ -61,7 +65,7 @@ _ASYNCIO_ONLY: Final = {"asyncio_only": True}
 
 @dataclasses.dataclass(frozen=True)
 class LoopOptions:
-    """The options of a virtual loop (all nine) or a trio clock (the seven it shares).
+    """The options of a virtual loop (all ten) or a trio clock (the eight it shares).
 
     Use it to check options long before anything is created (a config file, a command
     line), or to build them once and pass them on to many loops or clocks --
@@ -79,6 +83,7 @@ class LoopOptions:
     autojump: bool = True
     autojump_threshold: float = 0.0
     rate: float = 0.0
+    rate_strict: bool | float = False
     history: int | None = dataclasses.field(default=None, metadata=_ASYNCIO_ONLY)
     deadlock_timeout: float = 0.25
     max_rounds_per_instant: int = dataclasses.field(default=1_000_000, metadata=_ASYNCIO_ONLY)
@@ -150,6 +155,7 @@ class ClockKwargs(TypedDict, total=False):
     autojump: bool
     autojump_threshold: float
     rate: float
+    rate_strict: bool | float
     deadlock_timeout: float
     patch_time: bool
     wall_start: float | datetime.datetime | None
@@ -206,6 +212,24 @@ def _check_start(value: object) -> float:
     return start
 
 
+def _check_rate_strict(value: object) -> bool | float:
+    # True: SimPy's strict rule (one virtual second, whatever the rate); a number: that many
+    # virtual seconds.  True == 1.0, so a LoopOptions compares equal either way, as it should.
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, Real):
+        raise InvalidTypeError(
+            "rate_strict must be True, False or a number of virtual seconds > 0 (how far a "
+            f"paced run may fall behind real time), got {shown(value)} ({type(value).__name__})"
+        )
+    allowed = check_finite("rate_strict", value)
+    if allowed <= 0:
+        raise InvalidValueError(
+            f"rate_strict must be > 0 virtual seconds (False turns it off), got {shown(value)}"
+        )
+    return allowed
+
+
 def _check_history(history: object) -> int | None:
     if history is None:
         return None
@@ -249,6 +273,7 @@ _CHECKS: Final[Mapping[str, Callable[[object], Any]]] = {
     "autojump": lambda value: check_bool("autojump", value),
     "autojump_threshold": lambda value: check_delay("autojump_threshold", value),
     "rate": lambda value: check_rate("rate", value),
+    "rate_strict": _check_rate_strict,
     "history": _check_history,
     "deadlock_timeout": _check_deadlock_timeout,
     "max_rounds_per_instant": _check_max_rounds,
@@ -282,6 +307,58 @@ def from_call(
         )
     checked = options.validate()
     return checked.for_trio() if backend == "trio" else checked
+
+
+# ------------------------------------------------------------ the rule of rate_strict
+# The error lives here for now, beside the option whose rule it reports; its home is the
+# error family (virtualtime._shared._errors), and the loop and the clock import it from here.
+
+
+class FellBehindError(VirtualTimeError, RuntimeError):
+    """A run paced with ``rate`` fell further behind real time than ``rate_strict`` allows.
+
+    Raised by a loop or clock made with ``rate_strict`` when a wake-up (a timer, a deadline,
+    a simulation's sleep) comes more than the allowed number of virtual seconds after the pace
+    said it was due -- the steps before it took more real time than the rate leaves them --
+    instead of letting the run carry on late.  It is a ``RuntimeError``, as SimPy's strict
+    real-time mode raises.  :attr:`due` is the virtual instant of that wake-up, :attr:`behind`
+    how many virtual seconds the run was behind (``behind / rate`` real seconds),
+    :attr:`allowed` the virtual seconds ``rate_strict`` allows and :attr:`rate` the rate.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        due: float = math.nan,
+        behind: float = math.nan,
+        allowed: float = math.nan,
+        rate: float = math.nan,
+    ) -> None:
+        super().__init__(message)
+        self.due = due
+        self.behind = behind
+        self.allowed = allowed
+        self.rate = rate
+
+
+def fell_behind(due: float, now: float, rate: float, strict: bool | float) -> FellBehindError:
+    """The error of a run at ``rate`` whose wake-up due at ``due`` comes when the pace says
+    ``now``, more than ``strict`` (a true ``rate_strict``) allows; one wording for both
+    backends."""
+    behind = now - due
+    allowed = float(strict)
+    rule = "one virtual second, SimPy's strict rule" if strict is True else f"{allowed:g} virtual s"
+    return FellBehindError(
+        f"the run fell behind real time: at rate={rate:g}, the wake-up due at t={due!r} came "
+        f"{behind:.6g} virtual s ({behind / rate:.3g} real s) late, when the pace was at "
+        f"t={now:.6g}; rate_strict={strict!r} allows {rule} ({allowed / rate:.3g} real s at this "
+        "rate).  The steps before it took more real time than the rate leaves them: lower the "
+        "rate, make the steps cheaper, or allow more (rate_strict=<virtual seconds>)",
+        due,
+        behind,
+        allowed,
+        rate,
+    )
 
 
 # ---------------------------------------------------------------- the context seam

@@ -65,6 +65,7 @@ class LoopFields(asyncio.SelectorEventLoop):
     _vt_lives: collections.deque[tuple[int, int, int, int, str]] | None
     _vt_lives_made: Callable[[], int]
     _vt_paced: bool
+    _vt_rate_strict: bool | float
     _vt_anchor: RateAnchor
     _vt_selector: CountingSelector
     _vt_world: OutsideWork

@@ -19,6 +19,7 @@ import time as _time_module
 from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeVar
 
+from .._options import fell_behind
 from .._shared._time import to_seconds, to_ticks
 from ._checks import _NEVER
 from ._reports import ReportsMixin
@@ -143,6 +144,8 @@ class IdleMixin(ReportsMixin):
                             self._vt_set_ticks(ticks)
                         return
                     continue
+                if self._vt_rate_strict:
+                    self._vt_keep_pace(head)
             if self._vt_threshold > 0:
                 if self._vt_poll(self._vt_threshold):
                     return
@@ -151,9 +154,25 @@ class IdleMixin(ReportsMixin):
                 # wake-up byte waits in the self-pipe, which only a poll reads.
                 return
             self._vt_set_ticks(target)
-            if self._vt_paced:
+            if self._vt_paced and (drives or not self._vt_rate_strict):
+                # The pacing goes on from here -- a late timer's lateness is forgiven -- except
+                # under rate_strict, whose pace is kept from the start (see _vt_keep_pace).
                 self._vt_anchor.rebase(self._vt_now)
             # Loop again: a due timer returns at once, a reached drive finishes.
+
+    def _vt_keep_pace(self, head: int) -> None:
+        """rate_strict: the timer at tick ``head`` is due; raise if it is too late.
+
+        The anchor is kept from the start of the run (or the last rate change or driving
+        verb), so how far it has run past ``head`` is how far the run has fallen behind real
+        time, summed over every step since -- a run a little too slow at each step is caught
+        too.
+        """
+        due = to_seconds(head)
+        now = self._vt_anchor.virtual()
+        strict = self._vt_rate_strict
+        if now - due > float(strict):
+            raise fell_behind(due, now, self._vt_anchor.rate, strict)
 
     def _vt_wait_or_deadlock(self) -> None:
         """No timer may fire and no outside work is pending: wait, or report a deadlock."""

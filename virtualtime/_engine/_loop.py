@@ -248,6 +248,15 @@ class VirtualEventLoop(CycleMixin):
         instant.  Use it to watch a simulation unfold or to co-simulate with real hardware.
         Driving verbs still move time at once.  Settable at run time; the pacing re-anchors
         at the current instant, so the clock never jumps at the change.
+    ``rate_strict`` (False)
+        With a ``rate``: raise :class:`~virtualtime._options.FellBehindError` (a
+        ``RuntimeError``) when the run falls behind real time by more than it allows --
+        ``True`` one virtual second (``1 / rate`` real seconds: SimPy's ``strict=True``, with
+        ``rate = 1 / factor``), a number that many virtual seconds.  The pace is then kept
+        from the start of each run (and each rate change or driving verb): a timer reached a
+        little late shortens the waits after it, and one reached too late raises.  Off, a
+        late timer fires late and the pacing goes on from there, never catching up.  Use it
+        when the run must keep up with something real (hardware, a person watching).
     ``history`` (None)
         Keep the latest ``n`` dispatched timers as :class:`HistoryRecord` in :attr:`history`,
         and the latest ``n`` tasks made by :meth:`create_task` as :class:`TaskRecord` in
@@ -353,6 +362,7 @@ class VirtualEventLoop(CycleMixin):
             self._vt_running = self._vt_lives = None
         self._vt_lives_made = itertools.count().__next__
         self._vt_paced = rate > 0
+        self._vt_rate_strict = checked.rate_strict
         self._vt_anchor = RateAnchor(self._vt_now, rate)
         self._vt_selector = CountingSelector()
         self._vt_world = OutsideWork(self, self._vt_selector)
@@ -417,6 +427,14 @@ class VirtualEventLoop(CycleMixin):
         self._vt_anchor.set_rate(value)
         self._vt_paced = value > 0
         self._vt_update_fast()
+
+    @property
+    def rate_strict(self) -> bool | float:
+        """How far (virtual seconds; True: one) a paced run may fall behind; False: no limit.
+
+        Set when the loop is made (see the class docstring).
+        """
+        return self._vt_rate_strict
 
     @property
     def autojump_threshold(self) -> float:
@@ -957,6 +975,10 @@ class VirtualEventLoop(CycleMixin):
         here = RUNNING_HERE
         outer = here.loop
         here.loop = self
+        if self._vt_rate_strict:
+            # The strict pace is kept from the start of each run: time stood still between
+            # runs, and the real time that passed meanwhile is nobody's lateness.
+            self._vt_anchor.rebase(self._vt_now)
         try:
             if self._vt_patch is None:
                 super().run_forever()

@@ -33,6 +33,7 @@ from ._instruments import (
     PLAN_JUMP,
     PLAN_POLL,
     ClockInstrument,
+    PaceInstrument,
     ProbeInstrument,
     listen_to,
     noop,
@@ -91,6 +92,18 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         (``rate=1`` is real time, ``rate=60`` a minute per second) and turns jumping off,
         to watch a simulation unfold or to pace it against real hardware.  Setting it while
         running re-anchors, so the clock neither jumps nor goes back at the change.
+    ``rate_strict`` (False)
+        With a ``rate``: end the run with ``FellBehindError`` (a ``RuntimeError``) when a
+        wake-up -- a deadline, a simulation's sleep -- comes later than it allows after the
+        pace said it was due: ``True`` one virtual second (``1 / rate`` real seconds: SimPy's
+        ``strict=True``, with ``rate = 1 / factor``), a number that many virtual seconds.
+        Virtual time follows real time here, during a step too, so a step's own computation
+        is time passing; what comes late is what another task (or the same one) was due to
+        wake for meanwhile.  The pace is kept from the start of each run, and a jump or a
+        rate change starts it afresh.  A guarded run (:func:`run`,
+        :func:`virtualtime.anyio_run`, ``sim.simulate``, the pytest plugin) raises the error;
+        a bare ``trio.run`` ends with trio's ``TrioInternalError``, caused by it.  Set when
+        the clock is made.
     ``deadlock_timeout`` (0.25)
         Real seconds to wait, when nothing at all can happen any more, for another thread or
         a signal to wake trio before the run is declared deadlocked (see :func:`run`).
@@ -142,6 +155,11 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         self._now = _time.to_seconds(self._ticks)
         self._rate = rate
         self._anchor = _time.RateAnchor(self._now, rate, _stdlib_time.perf_counter)
+        self._rate_strict = checked.rate_strict
+        # rate_strict forgives what was due before this instant: the start of a run, a jump
+        # and a rate change start the pace afresh.
+        self._pace_from = -math.inf
+        self._ending = False  # a bare run that fell behind is being ended
         self._autojump = autojump
         self._threshold = autojump_threshold
         self._deadlock_timeout = deadlock_timeout
@@ -240,8 +258,17 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         else:
             self._anchor.set_rate(value)
         self._rate = value
+        self._pace_from = self.current_time()
         self._update_plain()
         self._poke()
+
+    @property
+    def rate_strict(self) -> bool | float:
+        """How far (virtual seconds; True: one) a paced run may fall behind; False: no limit.
+
+        Set when the clock is made (see the class docstring).
+        """
+        return self._rate_strict
 
     def _update_plain(self) -> None:
         self._plain = not self._rate and self._autojump and not self._threshold
@@ -310,6 +337,7 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
             if not virtual < HORIZON:
                 raise beyond_horizon(name, seconds)
             self._anchor.rebase(virtual)
+            self._pace_from = virtual
         else:
             self._ticks += span_ticks(name, seconds, self._ticks)
             self._now = max(_time.to_seconds(self._ticks), self._now)
@@ -355,6 +383,13 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         self._kit_dead = 0
         self._plan_kit = -1
         self._kit_round = -1
+        if self._rate_strict:
+            # The pace is kept from the start of each run: what was due before it (a model's
+            # first instant, fixed in advance while the clock's time flowed) is due now.
+            self._pace_from = self.current_time()
+            self._ending = False
+            # Before the clock's own instrument: its busy turn may wake a late kit wait.
+            trio.lowlevel.add_instrument(PaceInstrument(self))
         trio.lowlevel.add_instrument(self._instrument)
         if self._patch is not None and not self._patch.active:
             self._patch.__enter__()
@@ -382,6 +417,8 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
             if head is not None:
                 now = _park.now_ticks(self)
                 if head <= now and not deadline <= self.current_time():  # trio's due: first
+                    if self._rate and self._rate_strict:
+                        self._check_late(head, now)
                     _park.wake_next(self, now)
                     self._plan = NO_PLAN
                     self._dormant = False
@@ -533,10 +570,73 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         self._jumps += 1
         self._hold_since = None
 
+    # ------------------------------------------------------------ rate_strict
+    # The clock never re-anchors in rate mode (only a jump or a rate change does, and they
+    # start the pace afresh, as the start of a run does: _pace_from), so how far a wake-up
+    # lies behind the time now is how late it comes.  Three places see a wake-up come: the
+    # PaceInstrument after each I/O poll (trio's next deadline, which the run loop is about
+    # to expire, and the first kit wait, before a busy turn wakes it), the idle question as
+    # it wakes a due kit wait, and a kit sleep asked for an instant already past
+    # (_park.sleep: a periodic timer whose action takes longer than its period).
+
+    def _keep_pace(self) -> None:
+        """After an I/O poll: end the run if the earliest wake-up is due too far back."""
+        now = self._anchor.virtual()
+        # trio's own reading of the time, so the deadline's lateness is exact.
+        behind = -trio.lowlevel.current_statistics().seconds_to_next_deadline
+        if self._kit:
+            head = _park.head(self)
+            if head is not None:
+                behind = max(behind, now - head / _time.TICKS_PER_SECOND)
+        if behind > 0:
+            self._fell_behind(now - behind, now)
+
+    def _check_late(self, due_ticks: int, now_ticks: int) -> None:
+        """A kit wait due at tick ``due_ticks`` comes at tick ``now_ticks``: too late?"""
+        self._fell_behind(due_ticks / _time.TICKS_PER_SECOND, now_ticks / _time.TICKS_PER_SECOND)
+
+    def _fell_behind(self, due: float, now: float) -> None:
+        """End the run if the wake-up due at ``due`` comes at ``now`` later than allowed:
+        through the guard (its run raises ``FellBehindError``), or, with no guard, as a
+        failure of the clock (trio's ``TrioInternalError``, caused by it)."""
+        strict = self._rate_strict
+        due = max(due, self._pace_from)
+        if now - due <= float(strict):
+            return
+        guard = self._guard
+        if self._ending or (guard is not None and guard.error is not None):
+            return  # already ending
+        error = _options.fell_behind(due, now, self._rate, strict)
+        if guard is not None:
+            self._end_guarded_run(guard, error)
+            return
+        # No guard (a bare trio.run): a system task that fails ends the run cleanly, every
+        # task cancelled, and trio.run raises TrioInternalError from the error.
+        self._ending = True
+
+        async def fell_behind() -> None:
+            raise error
+
+        trio.lowlevel.spawn_system_task(fell_behind, name="virtualtime: rate_strict")
+
+    def _end_guarded_run(
+        self,
+        guard: RunGuard[typing.Any],
+        error: _errors.VirtualTimeError,
+        tasks: list[trio.lowlevel.Task] | None = None,
+    ) -> None:
+        """Cancel the guarded task tree (``tasks``, if already read); its guard raises ``error``."""
+        guard.error = error
+        # Cancellation does not reach into shielded scopes; lift the shields the blocked tasks
+        # sit in, so that the whole guarded tree unwinds and the error can be raised.
+        for task in self._guarded_tasks() if tasks is None else tasks:
+            lift_shields(task)
+        guard.scope.cancel()
+
     def _declare_deadlock(self) -> None:
         self._dormant = True  # do not re-detect (and re-wake) until something changes
         guard = self._guard
-        if guard is None or guard.deadlock is not None:
+        if guard is None or guard.error is not None:
             return
         tasks = self._guarded_tasks()
         blocked = tuple(self._describe(task) for task in tasks)
@@ -550,12 +650,7 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         if blocked:
             lines.append("Blocked tasks:")
             lines.extend(f"  - {name}: {where}" for name, where in blocked)
-        guard.deadlock = _errors.DeadlockError("\n".join(lines), blocked)
-        # Cancellation does not reach into shielded scopes; lift the shields the blocked tasks
-        # sit in, so that the whole guarded tree unwinds and the error can be raised.
-        for task in tasks:
-            lift_shields(task)
-        guard.scope.cancel()
+        self._end_guarded_run(guard, _errors.DeadlockError("\n".join(lines), blocked), tasks)
 
     def _guarded_tasks(self) -> list[trio.lowlevel.Task]:
         return task_tree(None if self._guard is None else self._guard.task)

@@ -1,7 +1,7 @@
 """How the trio clock hears the run: its instruments, and the run's entry queue.
 
 A :class:`~virtualtime.trio.VirtualClock` learns what happens in the run it drives through two
-trio instruments and one swapped container:
+trio instruments (three with ``rate_strict``) and one swapped container:
 
 * :class:`ClockInstrument` records every task that becomes runnable (a bare ``list.append``)
   and, after each I/O poll, carries out the jump the clock planned when trio asked how long to
@@ -10,6 +10,8 @@ trio instruments and one swapped container:
 * :class:`ProbeInstrument`, installed only while the clock answers with a probe, sees the
   timeout of the next I/O wait (how the clock learns that a task waits in
   ``wait_all_tasks_blocked``);
+* :class:`PaceInstrument`, installed only on a clock with ``rate_strict``, checks after each
+  I/O poll that the run has not fallen too far behind real time;
 * :func:`listen_to` makes the run's entry queue tell the clock of every call another thread
   makes into the run (``trio.from_thread``, anyio's portals), before the call is queued.
 
@@ -42,6 +44,7 @@ __all__ = [
     "PLAN_JUMP",
     "PLAN_POLL",
     "ClockInstrument",
+    "PaceInstrument",
     "ProbeInstrument",
     "listen_to",
     "noop",
@@ -142,6 +145,26 @@ class ProbeInstrument(trio.abc.Instrument):
             trio.lowlevel.remove_instrument(self)
             clock._probe_installed = False
             clock._before_io_wait(timeout)
+        except BaseException as exc:  # pragma: no cover - a bug in the clock
+            clock._failed(exc)
+
+
+class PaceInstrument(trio.abc.Instrument):
+    """Checks, after each I/O poll, that no wake-up is due further back than the clock's
+    ``rate_strict`` allows; installed only on a clock with that option (a hook on every turn
+    would cost every other clock's jumps a call)."""
+
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+
+    def after_io_wait(self, timeout: float) -> None:
+        clock = self._clock
+        if not clock._rate:
+            return
+        try:
+            clock._keep_pace()
         except BaseException as exc:  # pragma: no cover - a bug in the clock
             clock._failed(exc)
 

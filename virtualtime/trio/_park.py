@@ -426,7 +426,10 @@ def sleep(
     every wait parked so far); ``quiet``: see :func:`wake_next`.
     """
     if clock._rate:
-        if ticks <= to_ticks(clock._anchor.virtual()):
+        now = to_ticks(clock._anchor.virtual())
+        if ticks <= now:
+            if clock._rate_strict:
+                clock._check_late(ticks, now)  # rate_strict: an instant long past is late
             return None
     elif ticks <= clock._ticks or can_jump_in_place(clock, ticks, task):
         return None

@@ -3,9 +3,9 @@
 A bare :class:`~virtualtime.trio.VirtualClock` can only sleep when nothing can ever happen
 again; trio gives a clock no public way to make the main task raise.  :class:`RunGuard` wraps
 the main function of a run so that the clock, once it declares a deadlock, cancels the guarded
-task tree and the guard raises :class:`~virtualtime.DeadlockError` instead.  :func:`run` is the
-one-call way to use it; :func:`virtualtime.anyio_run` and the pytest plugin use the guard
-directly.
+task tree and the guard raises :class:`~virtualtime.DeadlockError` instead (and, the same way,
+the ``FellBehindError`` of a clock with ``rate_strict``).  :func:`run` is the one-call way to
+use it; :func:`virtualtime.anyio_run` and the pytest plugin use the guard directly.
 
 Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
@@ -36,10 +36,12 @@ class RunGuard(typing.Generic[_T]):
     *args, clock=clock)``.  While the guarded main function runs, the clock knows which task
     tree is the program's; when that tree deadlocks, the clock cancels it and
     :meth:`guarded_main` raises the clock's :class:`~virtualtime.DeadlockError` (naming every
-    blocked task) instead of letting the run hang.  Only this class sets the clock's guard.
+    blocked task) instead of letting the run hang; a clock with ``rate_strict`` ends a run that
+    fell too far behind real time the same way, with its ``FellBehindError``.  Only this class
+    sets the clock's guard.
     """
 
-    __slots__ = ("async_fn", "clock", "deadlock", "name", "scope", "task")
+    __slots__ = ("async_fn", "clock", "error", "name", "scope", "task")
 
     def __init__(
         self, clock: VirtualClock, async_fn: _abc.Callable[..., _abc.Awaitable[_T]]
@@ -58,8 +60,9 @@ class RunGuard(typing.Generic[_T]):
         self.name: str = _callable_name(async_fn)
         self.scope = trio.CancelScope()
         self.task: trio.lowlevel.Task | None = None
-        self.deadlock: _errors.DeadlockError | None = None
-        """Set by the clock when it declares this run deadlocked (then it cancels ``scope``)."""
+        self.error: _errors.VirtualTimeError | None = None
+        """Set by the clock when it ends this run -- a :class:`~virtualtime.DeadlockError`, or
+        the ``FellBehindError`` of ``rate_strict`` -- then it cancels ``scope``."""
 
     @staticmethod
     def active(clock: VirtualClock) -> bool:
@@ -67,7 +70,8 @@ class RunGuard(typing.Generic[_T]):
         return clock._guard is not None
 
     async def guarded_main(self, *args: object) -> _T:
-        """Await ``async_fn(*args)``; a deadlock ends it with ``DeadlockError``.
+        """Await ``async_fn(*args)``; a deadlock ends it with ``DeadlockError`` (falling behind
+        under ``rate_strict``, with ``FellBehindError``).
 
         Call it from inside a trio run whose clock is ``clock`` (it is a coroutine because it
         runs inside one).  Raises :class:`~virtualtime.UsageError` when the running clock is
@@ -92,14 +96,15 @@ class RunGuard(typing.Generic[_T]):
                     clock._guard = None
                     clock._dormant = False
         except BaseException as exc:
-            # Once the clock has declared a deadlock, whatever the cancellation turned into on
-            # its way out (pytest-trio, for one, reports a fixture it cancelled as a
-            # RuntimeError) is a consequence: the deadlock is what the caller must hear about.
-            error, self.deadlock = self.deadlock, None
+            # Once the clock has declared a deadlock (or the run too late), whatever the
+            # cancellation turned into on its way out (pytest-trio, for one, reports a fixture
+            # it cancelled as a RuntimeError) is a consequence: the clock's error is what the
+            # caller must hear about.
+            error, self.error = self.error, None
             if error is None or _interrupts(exc):
                 raise
             raise error from exc
-        error, self.deadlock = self.deadlock, None
+        error, self.error = self.error, None
         if error is None:  # pragma: no cover - only the clock cancels this scope
             raise _errors.UsageError("virtualtime.trio: the guard scope was cancelled unexpectedly")
         raise error
@@ -137,8 +142,8 @@ def run(
     cancelled and :class:`~virtualtime.DeadlockError` is raised, naming every blocked task
     and where it waits, instead of hanging.  Pass either ``clock`` (a clock you keep, to read
     or :meth:`~VirtualClock.jump` it) or clock ``options`` (``start``, ``autojump``,
-    ``autojump_threshold``, ``rate``, ``deadlock_timeout``, ``patch_time``, ``wall_start``),
-    not both.
+    ``autojump_threshold``, ``rate``, ``rate_strict``, ``deadlock_timeout``, ``patch_time``,
+    ``wall_start``), not both.
     """
     if not callable(async_fn):
         raise _errors.InvalidTypeError(
