@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             first[key].append(result["seed"])
         for kind, backend, text in result["failures"]:
             if kind != "log" and kind != "backends":
-                texts[(kind, backend)][" | ".join(text.splitlines())[:100]] += 1
+                texts[(kind, backend)][sm._generic(" | ".join(text.splitlines()))[:100]] += 1
         if done % 200 == 0:
             print(f"  ... {done} models, {time.monotonic() - began:.0f} s", file=sys.stderr)
     elapsed = time.monotonic() - began

@@ -1900,8 +1900,7 @@ def failing(kind: str, backend: str, order: str = "simpy") -> Callable[[Model], 
             two = run_kit(model, order, "trio", track=False, timeout=10)
             return first_difference(one.log, two.log) is not None
         run = run_kit(model, order, backend, timeout=10)
-        found = {"invariant": run.violations, "warning": run.warnings}.get(kind)
-        return bool(found) if found is not None else run.error is not None
+        return any(problem.partition(": ")[0] == kind for problem in run.problems())
 
     return fails
 
@@ -1951,6 +1950,11 @@ def format_pair(
     )
 
 
+def _generic(text: str) -> str:
+    """``text`` with numbers and process names made generic (for grouping)."""
+    return re.sub(r"\d+(\.\d+)?", "#", text)
+
+
 def _action(entry: Any) -> str:
     if not isinstance(entry, tuple):
         return "(nothing)"
@@ -1973,7 +1977,7 @@ def signature(model: Model, left: Sequence[Any], right: Sequence[Any]) -> str:
     a = _action(left[at]) if at < len(left) else "(end of log)"
     b = _action(right[at]) if at < len(right) else "(end of log)"
     if a == b:  # the same action at different times, or with different details
-        a, b = (re.sub(r"\d+(\.\d+)?", "#", _entry(log, at))[:60] for log in (left, right))
+        a, b = (_generic(_entry(log, at))[:60] for log in (left, right))
     return f"{'+'.join(kinds) or 'main only'}: {a} vs {b}"
 
 
@@ -2006,7 +2010,8 @@ def explain(
         names = (f"kit {backend}", f"kit {backend}")
         extra = "\n".join(run.problems()[:10])
         title = f"model {model.seed}: {kind} on {backend}, order={order!r}\n{extra}"
-        return f"{kind}: {extra.splitlines()[0] if extra else '?'}", format_pair(
+        first = extra.splitlines()[0].partition(": ")[2] if extra else "?"
+        return f"{kind} {backend}: {_generic(first)[:100]}", format_pair(
             model, left, right, names, title
         )
     title = f"model {model.seed}: {kind} on {backend or 'both'}, order={order!r}"
