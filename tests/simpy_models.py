@@ -1179,6 +1179,9 @@ class _Render:
 
     def run(self) -> None:
         w, kind, value = self.w, self.m.until[0], self.m.until[1]
+        # how the run ended, comparable across the two: an Interrupt by its cause (a
+        # Preempted cause's repr differs), anything else by its text
+        said = f"cause(e.cause) if isinstance(e, {self.interrupt_exc}) else str(e)"
         until = {"none": "None", "number": _num(value or 0), "signal": "DONE"}.get(kind, "m")
         if not self.kit:
             with w.block("def run():"):
@@ -1193,7 +1196,7 @@ class _Render:
                         w("LOG.append(('run-value', norm(value)))")
                     w("LOG.append(('end', env.now))")
                 with w.block("except Exception as e:"):
-                    w("LOG.append(('raised', type(e).__name__, str(e)))")
+                    w(f"LOG.append(('raised', type(e).__name__, {said}))")
                 w("return LOG")
         else:
             with w.block("def run(order='simpy', backend='asyncio', tracker=None):"):
@@ -1220,7 +1223,7 @@ class _Render:
                         w("LOG.append(('run-value', norm(value)))")
                     w("LOG.append(('end', env.now))")
                 with w.block("except Exception as e:"):
-                    w("LOG.append(('raised', type(e).__name__, str(e)))")
+                    w(f"LOG.append(('raised', type(e).__name__, {said}))")
                 w("return LOG")
         w("")
         w("")
