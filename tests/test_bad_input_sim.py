@@ -182,7 +182,7 @@ def _started(env: sim.Simulation) -> object:
 
 
 def _run_until(env: sim.Simulation, value: object) -> object:
-    return env.run(value).send(None)  # type: ignore[arg-type]
+    return env.run(value).send(None)
 
 
 def _timer_with_event() -> tuple[sim.Timer, sim.PeriodicAction]:

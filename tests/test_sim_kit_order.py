@@ -395,28 +395,27 @@ def test_row_8_a_wait_due_at_the_instant_of_an_interrupt_still_completes(kit: Ki
         sim.start(interrupter())
         procs.append(sim.start(sleeper()))
 
-    # the kit: the sleep had completed (its timer fired at 1 with the interrupter's); the
-    # interrupt is kept and raised at the next await, at the same instant
-    for order in sim.ORDERS:
-        assert kit(order, kit_race) == ["woke", ("interrupted", 1.0)]
+    # order="simpy": SimPy's -- the interruption is urgent, the timeout due at 1 is discarded.
+    assert kit("simpy", kit_race) == [("interrupted", 1.0)]
+    # The default order: the sleep had completed (its timer fired at 1 with the
+    # interrupter's); the interrupt is kept and raised at the next await, at the same instant.
+    assert kit("virtualtime", kit_race) == ["woke", ("interrupted", 1.0)]
 
 
-def test_simpy_order_on_another_trio_clock_is_a_clear_error() -> None:
+def test_simpy_order_runs_on_any_trio_clock() -> None:
+    """The turn, not a clock's queue, makes SimPy's order: it holds on trio's MockClock too
+    (row 1's model: the new process runs before the sleeper woken at the same instant)."""
     import trio
     import trio.testing
 
-    async def main() -> None:
-        async with sim.Simulation(order="simpy"):
-            pass
-
-    with pytest.raises(virtualtime.UsageError, match=r'order="simpy" on trio needs .*MockClock'):
-        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    # The default order runs there (in trio's own same-instant order).
+    expected: Trace = []
+    simpy_new_process(expected)
     trace: Trace = []
 
-    async def default() -> None:
-        async with sim.Simulation() as env:
-            trace.append(env.now)
+    async def main() -> None:
+        async with sim.Simulation(order="simpy") as env:
+            sim.start(kit_new_process(trace))
+            await env.run()
 
-    trio.run(default, clock=trio.testing.MockClock(autojump_threshold=0))
-    assert trace == [0.0]
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert trace == expected

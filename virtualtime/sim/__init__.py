@@ -53,21 +53,28 @@ from ._geometry import Polyline as Polyline
 # mkdocstrings follows the order of these imports.
 # isort: off
 from ._simulation import ORDERS as ORDERS
+from ._events import AllOf as AllOf
+from ._events import AnyOf as AnyOf
+from ._base import BaseResource as BaseResource
+from ._core import ConditionValue as ConditionValue
+from ._base import Get as Get
+from ._base import Put as Put
+from ._stores import PriorityItem as PriorityItem
 from ._buffers import BufferStats as BufferStats
-from ._buffers import Container as Container
-from ._buffers import FilterStore as FilterStore
+from ._containers import Container as Container
+from ._stores import FilterStore as FilterStore
 from ._process import Interrupt as Interrupt
 from ._resources import Preempted as Preempted
 from ._resources import PreemptiveResource as PreemptiveResource
 from ._resources import PriorityResource as PriorityResource
-from ._buffers import PriorityStore as PriorityStore
+from ._stores import PriorityStore as PriorityStore
 from ._process import Process as Process
 from ._resources import Request as Request
 from ._resources import Resource as Resource
 from ._resources import ResourceStats as ResourceStats
 from ._kit import Signal as Signal
 from ._simulation import Simulation as Simulation
-from ._buffers import Store as Store
+from ._stores import Store as Store
 from ._conditions import all_of as all_of
 from ._process import current_process as current_process
 from ._conditions import first_of as first_of
@@ -75,6 +82,7 @@ from ._sleep import now as now
 from ._simulation import simulate as simulate
 from ._sleep import sleep as sleep
 from ._process import start as start
+from ._process import start_delayed as start_delayed
 
 # isort: on
 from ._journey import Journey as Journey
@@ -93,15 +101,20 @@ from ._timer import Timer as Timer
 
 __all__ = (
     "ARRIVAL_TOLERANCE",
+    "AllOf",
+    "AnyOf",
+    "BaseResource",
     "Between",
     "BufferStats",
     "Clock",
+    "ConditionValue",
     "Container",
     "DistanceTable",
     "Euclidean",
     "FilterStore",
     "Fleet",
     "Geometry",
+    "Get",
     "GuidePath",
     "Interrupt",
     "Journey",
@@ -114,9 +127,11 @@ __all__ = (
     "Polyline",
     "Preempted",
     "PreemptiveResource",
+    "PriorityItem",
     "PriorityResource",
     "PriorityStore",
     "Process",
+    "Put",
     "Request",
     "Resource",
     "ResourceStats",
@@ -138,4 +153,5 @@ __all__ = (
     "simulate",
     "sleep",
     "start",
+    "start_delayed",
 )

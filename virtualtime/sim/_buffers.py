@@ -1,10 +1,10 @@
-"""Buffers: containers of an amount and stores of items, with queues of gets and puts.
+"""What containers and stores share: queues of gets and puts, give-backs, and their statistics.
 
-:class:`Container` holds a level (fuel, parts) up to a capacity; :class:`Store` hands items
-from producers to consumers first in first out, :class:`FilterStore` to the first getter
-whose filter accepts an item, :class:`PriorityStore` smallest first.  They share
-:class:`_Buffer`: queues of gets and puts (:class:`_Get`, :class:`_Put`) served strictly in
-order, a give-back for a get that is taken back after it received, and :class:`BufferStats`.
+:class:`_Buffer` is the base of :class:`~virtualtime.sim.Container` (``_containers``) and of
+the stores (``_stores``): queues of gets and puts (:class:`_Get`, :class:`_Put`) served
+strictly in order -- at once in the default order, SimPy's way in ``order="simpy"``
+(:mod:`virtualtime.sim._base`) -- a give-back for a get that is taken back after it received
+(:class:`_GiveBack`), and :class:`BufferStats`.
 
 Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
@@ -12,22 +12,20 @@ Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see test
 from __future__ import annotations
 
 import contextlib
-import heapq
-import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._shared._errors import InvalidTypeError, InvalidValueError
-from ._check import check_name, check_positive, short
+from ._base import exact_op, serve
+from ._check import check_positive
 from ._kit import _DONE, _OVER, _PENDING, _SIM
-from ._ops import _adopt, _bind, _check_capacity, _no_stats, _Op
+from ._ops import _bind, _check_capacity, _no_stats, _Op
 from ._stats import Tally, TimeSeries
 
 if TYPE_CHECKING:
     from ._simulation import Simulation
 
-__all__ = ["BufferStats", "Container", "FilterStore", "PriorityStore", "Store"]
+__all__ = ["BufferStats"]
 
 
 def _check_amount(name: str, value: object) -> float:
@@ -55,6 +53,20 @@ class _Get(_Op):
             self._state = _OVER
             self._owner._give_back(self)
 
+    def _withdraw_exact(self) -> None:
+        self._state = _OVER
+        with contextlib.suppress(ValueError):
+            self._owner._getters.remove(self)
+
+    def _sp_withdraw(self) -> None:
+        """order="simpy": a get that had received puts it back (a new put, not awaited: at
+        the end of the put queue, as ``store.put(item)`` in SimPy); else it is cancelled."""
+        if self.triggered:
+            owner: Any = self._owner
+            owner.put(owner._received(self))
+        else:
+            self.cancel()
+
     def __repr__(self) -> str:
         return f"<get from {self._owner!r}>"
 
@@ -71,6 +83,11 @@ class _Put(_Op):
         if self._state == _PENDING:
             self._state = _OVER
             self._owner._drop(self, self._owner._putters)
+
+    def _withdraw_exact(self) -> None:
+        self._state = _OVER
+        with contextlib.suppress(ValueError):
+            self._owner._putters.remove(self)
 
     def __repr__(self) -> str:
         return f"<put into {self._owner!r}>"
@@ -163,11 +180,47 @@ class _Buffer:
         raise NotImplementedError
 
     def _after_put(self, env: Simulation) -> None:
-        if env._simpy:
-            self._dispatch(gets=False)  # the put itself completes now ...
-            env._soon(self._dispatch)  # ... waiting gets are served when SimPy would
+        self._dispatch()
+
+    # ------------------------------------------------------------------ order="simpy"
+    # SimPy's service (virtualtime/sim/_base.py): a get or put is served when made; the other
+    # side when it is processed, one step later.  The rules are _exact_do_get/_exact_do_put.
+
+    def _exact(self, env: Simulation, op: _Op, gets: bool) -> _Op:
+        if gets:
+            exact_op(env, op, self._getters, self._exact_after_get, self._exact_serve_gets)
         else:
-            self._dispatch()
+            exact_op(env, op, self._putters, self._exact_after_put, self._exact_serve_puts)
+        return op
+
+    def _exact_serve_gets(self) -> None:
+        serve(self._getters, self._exact_do_get)
+
+    def _exact_serve_puts(self) -> None:
+        serve(self._putters, self._exact_do_put)
+
+    def _exact_after_get(self, _: object) -> None:
+        serve(self._putters, self._exact_do_put)
+
+    def _exact_after_put(self, _: object) -> None:
+        serve(self._getters, self._exact_do_get)
+
+    def _exact_do_get(self, op: _Get) -> object:
+        raise NotImplementedError
+
+    def _exact_do_put(self, op: _Put) -> object:
+        raise NotImplementedError
+
+    def _exact_done(self, op: _Op, waits: Tally, value: Any) -> None:
+        stats = self._stats
+        assert stats is not None
+        now = self._env._clock()  # type: ignore[union-attr]
+        waits.add(now, now - op._time)
+        stats.level.record(self._size())
+        op._state = _DONE
+        op._value = value
+        assert op._ev is not None
+        op._ev.succeed(value)
 
     def _drop(self, op: _Op, queue: deque[Any]) -> None:
         with contextlib.suppress(ValueError):
@@ -201,268 +254,3 @@ class _Buffer:
         now = self._env._clock()  # type: ignore[union-attr]
         waits.add(now, now - op._time)
         op._complete(value)
-
-
-class Container(_Buffer):
-    """A level of something continuous or countable -- fuel, parts -- up to ``capacity``.
-
-    ``await tank.get(amount)`` waits until ``amount`` is there and takes it; ``await
-    tank.put(amount)`` waits until it fits.  Strictly first-come first-served, as SimPy: a
-    get that cannot be served blocks every later get, even a smaller one that would fit, so
-    nobody starves (and the order of service never depends on amounts).  Likewise for puts.
-    """
-
-    def __init__(self, capacity: float = math.inf, init: float = 0, *, name: str | None = None):
-        check_positive("init", init, zero=True)
-        super().__init__(capacity)
-        if not init <= self._capacity:
-            raise InvalidValueError(
-                f"init must be between 0 and capacity={short(capacity)}, got {short(init)}"
-            )
-        self._level: float = init
-        self.name = check_name("name", name)
-        _adopt(self)
-
-    @property
-    def level(self) -> float:
-        """How much it holds now."""
-        return self._level
-
-    def _size(self) -> float:
-        return self._level
-
-    def get(self, amount: float) -> Awaitable[float]:
-        """Take ``amount`` (> 0) when it is there and it is this get's turn; returns ``amount``."""
-        amount = _check_amount("amount", amount)
-        env = self._env_now()
-        op = _Get(self, env, amount, None)
-        self._getters.append(op)
-        self._dispatch()
-        return op
-
-    def put(self, amount: float) -> Awaitable[float]:
-        """Add ``amount`` (> 0) when it fits and it is this put's turn; returns ``amount``."""
-        amount = _check_amount("amount", amount)
-        if amount > self._capacity:
-            raise InvalidValueError(
-                f"amount must fit in the container (capacity {short(self._capacity)}), got "
-                f"{short(amount)}, which can never fit"
-            )
-        env = self._env_now()
-        op = _Put(self, env, amount)
-        self._putters.append(op)
-        self._after_put(env)
-        return op
-
-    def _received(self, op: _Get) -> Any:
-        return op._amount
-
-    def _dispatch(self, gets: bool = True) -> None:
-        stats = self._stats
-        assert stats is not None
-        getters, putters = self._getters, self._putters
-        changed = True
-        moved = False
-        while changed:
-            changed = False
-            while putters and self._capacity - self._level >= putters[0]._item:
-                op = putters.popleft()
-                self._level += op._item
-                self._completed(op, stats.put_waits, op._item)
-                changed = moved = True
-            while gets and getters and self._level >= getters[0]._amount:
-                got = getters.popleft()
-                self._level -= got._amount
-                self._completed(got, stats.get_waits, got._amount)
-                changed = moved = True
-        if moved:
-            stats.level.record(self._level)
-
-    def __repr__(self) -> str:
-        label = f" {self.name}" if self.name else ""
-        return f"<Container{label} level={self._level!r} capacity={self._capacity!r}>"
-
-
-class Store(_Buffer):
-    """Items handed from producers to consumers, first in first out (SimPy's ``Store``).
-
-    ``await store.put(item)`` waits while the store is full (``capacity``, default
-    unbounded); ``item = await store.get()`` waits while it is empty.  Getters are served in
-    the order they asked.
-    """
-
-    def __init__(self, capacity: float = math.inf, *, name: str | None = None) -> None:
-        super().__init__(capacity)
-        self._items: Any = deque()
-        self.name = check_name("name", name)
-        _adopt(self)
-
-    @property
-    def items(self) -> list[Any]:
-        """The items held, in the order they will be handed out (a new list)."""
-        return list(self._items)
-
-    def _size(self) -> float:
-        return len(self._items)
-
-    def put(self, item: Any) -> Awaitable[None]:
-        """Add ``item`` when there is room."""
-        env = self._env_now()
-        op = _Put(self, env, item)
-        self._putters.append(op)
-        self._after_put(env)
-        return op
-
-    def get(self) -> Awaitable[Any]:
-        """Take the next item when there is one; returns it."""
-        env = self._env_now()
-        op = _Get(self, env, 1, None)
-        self._getters.append(op)
-        self._dispatch()
-        return op
-
-    def _add(self, item: Any) -> None:
-        self._items.append(item)
-
-    def _add_back(self, item: Any) -> None:
-        """An item a get gives back: first in line again."""
-        self._items.appendleft(item)
-
-    def _received(self, op: _Get) -> Any:
-        return op._value
-
-    def _take(self, op: _Get) -> tuple[bool, Any]:
-        items = self._items
-        if items:
-            return True, items.popleft()
-        return False, None
-
-    def _dispatch(self, gets: bool = True) -> None:
-        stats = self._stats
-        assert stats is not None
-        getters, putters = self._getters, self._putters
-        changed = True
-        moved = False
-        while changed:
-            changed = False
-            while putters and len(self._items) < self._capacity:
-                op = putters.popleft()
-                if type(op) is _GiveBack:
-                    self._add_back(op._item)
-                else:
-                    self._add(op._item)
-                self._completed(op, stats.put_waits, None)
-                changed = moved = True
-            if gets and getters and self._items:
-                changed = self._serve_getters(stats) or changed
-                moved = moved or changed
-        if moved:
-            stats.level.record(len(self._items))
-
-    def _serve_getters(self, stats: BufferStats) -> bool:
-        getters = self._getters
-        served = False
-        while getters and self._items:
-            op = getters[0]
-            ok, item = self._take(op)
-            if not ok:
-                break
-            getters.popleft()
-            self._completed(op, stats.get_waits, item)
-            served = True
-        return served
-
-    def __repr__(self) -> str:
-        label = f" {self.name}" if self.name else ""
-        return (
-            f"<{type(self).__name__}{label} items={len(self._items)} capacity={self._capacity!r}>"
-        )
-
-
-class FilterStore(Store):
-    """A :class:`Store` whose getters say which item they want: ``await store.get(filter)``.
-
-    Each getter, in the order they asked, takes the first item its ``filter(item)`` accepts;
-    a getter whose filter accepts nothing waits without blocking the getters behind it.
-    """
-
-    def __init__(self, capacity: float = math.inf, *, name: str | None = None) -> None:
-        super().__init__(capacity, name=name)
-        self._items = []
-
-    def get(self, filter: Callable[[Any], bool] | None = None) -> Awaitable[Any]:
-        """Take the first item ``filter`` accepts (any item if None) when there is one."""
-        if filter is not None and not callable(filter):
-            raise InvalidTypeError(
-                f"filter must be None or callable as filter(item) -> bool, got {short(filter)} "
-                f"({type(filter).__name__})"
-            )
-        env = self._env_now()
-        op = _Get(self, env, 1, filter)
-        self._getters.append(op)
-        self._dispatch()
-        return op
-
-    def _take(self, op: _Get) -> tuple[bool, Any]:
-        wanted = op._filter
-        items = self._items
-        for index, item in enumerate(items):
-            if wanted is None or wanted(item):
-                del items[index]
-                return True, item
-        return False, None
-
-    def _add_back(self, item: Any) -> None:
-        self._items.insert(0, item)
-
-    def _serve_getters(self, stats: BufferStats) -> bool:
-        served = False
-        for op in list(self._getters):
-            if not self._items:
-                break
-            ok, item = self._take(op)
-            if ok:
-                self._getters.remove(op)
-                self._completed(op, stats.get_waits, item)
-                served = True
-        return served
-
-
-class PriorityStore(Store):
-    """A :class:`Store` that hands out its smallest item first (items must be comparable).
-
-    Put ``(priority, sequence, payload)`` tuples, or objects with ``__lt__``, as with
-    :mod:`heapq`.
-    """
-
-    def __init__(self, capacity: float = math.inf, *, name: str | None = None) -> None:
-        super().__init__(capacity, name=name)
-        self._items = []
-
-    @property
-    def items(self) -> list[Any]:
-        """The items held, smallest first (a new list)."""
-        return sorted(self._items)
-
-    def put(self, item: Any) -> Awaitable[None]:
-        """Add ``item`` when there is room; it must compare with the items held."""
-        if self._items:
-            try:
-                item < self._items[0]  # noqa: B015 - only whether it can compare
-            except TypeError:
-                raise InvalidTypeError(
-                    f"item must be comparable with the items held (a PriorityStore hands out "
-                    f"the smallest first), got {short(item)} ({type(item).__name__})"
-                ) from None
-        return super().put(item)
-
-    def _add(self, item: Any) -> None:
-        heapq.heappush(self._items, item)
-
-    def _take(self, op: _Get) -> tuple[bool, Any]:
-        if self._items:
-            return True, heapq.heappop(self._items)
-        return False, None
-
-    def _add_back(self, item: Any) -> None:
-        heapq.heappush(self._items, item)

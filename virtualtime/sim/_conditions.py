@@ -19,12 +19,13 @@ import anyio
 
 from .._shared._errors import InvalidTypeError, InvalidValueError
 from ._check import short
+from ._events import _kit_begin, _result_of, exact_all_of, exact_first_of
 from ._kit import (
     _DONE,
     _PENDING,
     _PROC,
+    _SIM,
     Signal,
-    Waiter,
     _Abandonable,
     _current,
     _reserve,
@@ -35,7 +36,7 @@ from ._kit import (
 from ._ops import _Op
 from ._process import Process, _Unjoin
 from ._resources import Request
-from ._sleep import _Sleep, _ValueSleep
+from ._sleep import _Sleep
 
 if TYPE_CHECKING:
     from ._simulation import Simulation
@@ -44,20 +45,6 @@ __all__ = ["all_of", "first_of"]
 
 
 T = TypeVar("T")
-
-
-def _result_of(aw: object, waiter: Any) -> Any:
-    """What awaiting ``aw`` gives, read from its finished waiter (a condition's operand)."""
-    if type(aw) is _ValueSleep:
-        waiter.result()
-        return aw._value
-    return waiter.result()
-
-
-def _kit_begin(aw: object) -> Waiter | None:
-    if isinstance(aw, _Op | _Sleep | Signal | Process):
-        return aw._begin()
-    return None
 
 
 def _undo(aw: object, waiter: Any) -> None:
@@ -107,7 +94,13 @@ class _Condition(Awaitable[T]):
         self._args = args
 
     def __await__(self) -> Generator[Any, None, T]:
-        return self._run(*self._args).__await__()
+        env = _SIM.get(None)
+        if env is not None and env._core is not None:
+            # order="simpy": SimPy's AnyOf/AllOf, then the losers withdrawn (_events.py).
+            exact = exact_first_of if self._run is _first_of else exact_all_of
+            result: T = yield from exact(env, self._args)
+            return result
+        return (yield from self._run(*self._args).__await__())
 
     def __repr__(self) -> str:
         return f"<{self._run.__name__.strip('_')} of {len(self._args)}>"

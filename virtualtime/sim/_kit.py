@@ -74,10 +74,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Generator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from .._shared._errors import InvalidTypeError, UsageError
 from ._check import short
+from ._core import PENDING as _SP_PENDING
+from ._core import Event as _SpEvent
 from ._fast import trio_module
 
 if TYPE_CHECKING:
@@ -85,6 +87,8 @@ if TYPE_CHECKING:
     from ._simulation import Simulation
 
 __all__ = ["Signal"]
+
+T_co = TypeVar("T_co", covariant=True)
 
 _SIM: ContextVar[Simulation] = ContextVar("virtualtime.sim.simulation")
 _PROC: ContextVar[Process[Any] | None] = ContextVar("virtualtime.sim.process", default=None)
@@ -191,25 +195,6 @@ class _QueuedWaiter(_Waiter):
 Waiter = Any  # asyncio.Future[Any] | _Waiter
 
 
-def _suspend_once(env: Simulation) -> Generator[Any, None, None]:
-    """Yield to the loop once (SimPy's order: every await suspends)."""
-    if env._fast:
-        yield
-        while env._unstarted:
-            yield
-    elif env._park is not None:
-        yield from _take_turn(env._park).__await__()
-    else:
-        yield from trio_module().lowlevel.checkpoint().__await__()
-
-
-async def _dispatch_in_turn(clock: Any, dispatch: Callable[[], object], order: int) -> None:
-    """SimPy's order on trio: ``dispatch()`` in the place ``order`` reserved at this instant
-    (what ``loop.call_soon(dispatch)`` is on asyncio)."""
-    await _take_turn(clock, order)
-    dispatch()
-
-
 def _reserve(env: Simulation) -> int:
     """A place in the order at this instant for a task about to start (0: not on
     virtualtime's trio clock, which alone keeps one)."""
@@ -234,12 +219,7 @@ def _wait(env: Simulation, waiter: Waiter, op: _Abandonable) -> Generator[Any, N
         proc._target = waiter
         proc._target_op = op  # Process.interrupt takes it back at once
     try:
-        if env._simpy and waiter.done():
-            yield from _suspend_once(env)
-        value = yield from waiter.__await__()
-        while env._unstarted:
-            yield  # SimPy's order: processes started at this instant run first
-        return value
+        return (yield from waiter.__await__())
     except BaseException:
         op._abandon()
         raise
@@ -254,6 +234,31 @@ class _Abandonable:
 
     def _abandon(self) -> None:
         """Take back whatever this operation did or asked for (cancelled, lost, interrupted)."""
+
+    def __or__(self, other: object) -> Any:
+        """``a | b``: a condition that happens when either has (SimPy's ``|``); see
+        :class:`~virtualtime.sim.AnyOf`."""
+        return _COMBINE[0](self, other, False)
+
+    def __and__(self, other: object) -> Any:
+        """``a & b``: a condition that happens when both have (SimPy's ``&``); see
+        :class:`~virtualtime.sim.AllOf`."""
+        return _COMBINE[0](self, other, True)
+
+
+class KitAwaitable(Protocol[T_co]):
+    """What the kit's awaitables are to a type checker: awaitable, and combinable with ``|``
+    and ``&`` into conditions (SimPy's operators)."""
+
+    def __await__(self) -> Generator[Any, None, T_co]: ...
+
+    def __or__(self, other: object) -> Any: ...
+
+    def __and__(self, other: object) -> Any: ...
+
+
+_COMBINE: list[Callable[[object, object, bool], Any]] = []
+"""What ``|`` and ``&`` make: set by ``_events`` (which builds on this module) when imported."""
 
 
 _NOTHING: Final = _Abandonable()
@@ -279,15 +284,103 @@ class Signal(_Abandonable):
     ``exc`` in each; awaiting a signal that has already fired returns at once.  Use it for
     "the movie is sold out", "the door opened": something that happens once, with waiters
     who may also be waiting for something else (``first_of(turn, sold_out)``).
+
+    In ``order="simpy"`` it is SimPy's event exactly: firing schedules it, its waiters wake
+    when it is processed, and a failed signal that nobody waits for (and nobody
+    :attr:`defused`) ends the run with its exception, as SimPy's ``run`` does.  In the default
+    order firing wakes the waiters at once and a failure nobody waits for is dropped.
     """
 
-    __slots__ = ("_exc", "_state", "_value", "_waiters")
+    __slots__ = ("_defused", "_ev", "_exc", "_state", "_value", "_waiters")
 
     def __init__(self) -> None:
         self._state = _PENDING
         self._value: Any = None
         self._exc: BaseException | None = None
         self._waiters: list[Waiter] = []
+        self._ev: Any = None  # order="simpy": its SimPy event (virtualtime/sim/_core.py)
+        self._defused = False
+
+    def _sp_event(self) -> Any:
+        """Its SimPy event in an ``order="simpy"`` simulation (made on first use)."""
+        ev = self._ev
+        if ev is None:
+            env = _current("using a Signal")
+            if env._core is None:
+                raise UsageError("this Signal's SimPy event exists only in order='simpy'")
+            ev = self._ev = _SpEvent(env._core, self)
+            if self._state != _PENDING:  # fired before it was first used here
+                ev._ok = self._exc is None
+                ev._value = self._value if self._exc is None else self._exc
+                ev.callbacks = None
+            ev._defused = self._defused
+        return ev
+
+    def _exact(self) -> Any:
+        """Its SimPy event when it is used in an ``order="simpy"`` simulation, else None."""
+        if self._ev is not None:
+            return self._ev
+        env = _SIM.get(None)
+        if env is not None and env._core is not None:
+            return self._sp_event()
+        return None
+
+    @property
+    def ok(self) -> bool:
+        """True if it succeeded, False if it failed (SimPy's ``ok``); an error before it fired."""
+        if self._state == _PENDING:
+            raise UsageError("this Signal has not fired yet")
+        return self._exc is None
+
+    @property
+    def processed(self) -> bool:
+        """True once its waiters have been woken (SimPy's ``processed``: in
+        ``order="simpy"`` one step after it fired; in the default order when it fired)."""
+        ev = self._ev
+        if ev is not None:
+            return bool(ev.callbacks is None)
+        return self._state != _PENDING
+
+    @property
+    def defused(self) -> bool:
+        """Set it to True to say a failure is handled (SimPy's ``defused``): a failed signal
+        nobody waits for then does not end an ``order="simpy"`` run."""
+        ev = self._ev
+        return bool(ev._defused) if ev is not None else self._defused
+
+    @defused.setter
+    def defused(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise InvalidTypeError(f"defused must be True or False, got {short(value)}")
+        self._defused = value
+        if self._ev is not None:
+            self._ev._defused = value
+
+    def trigger(self, other: Any) -> None:
+        """Fire with the outcome of ``other`` -- a signal, a process or a kit operation that
+        has happened: its value, or its exception (SimPy's ``trigger``).  Use it to pass an
+        outcome on: ``done.trigger(worker)`` from a callback or a process."""
+        get = getattr(other, "_sp_event", None)
+        ev = self._exact()
+        if ev is not None and get is not None:
+            source = get()
+            if source._value is _SP_PENDING:
+                raise UsageError(f"{short(other)} has not happened yet; nothing to pass on")
+            if source._ok:
+                self._fire(source._value, None)
+            else:
+                self._fire(None, source._value)
+            return
+        state = getattr(other, "_state", None)
+        if state is None:
+            raise InvalidTypeError(
+                f"trigger() takes a Signal, a Process or a kit operation, got {short(other)} "
+                f"({type(other).__name__})"
+            )
+        if state == _PENDING:
+            raise UsageError(f"{short(other)} has not happened yet; nothing to pass on")
+        exc = getattr(other, "_exc", None)
+        self._fire(None if exc is not None else other._value, exc)
 
     @property
     def triggered(self) -> bool:
@@ -318,9 +411,16 @@ class Signal(_Abandonable):
     def _fire(self, value: Any, exc: BaseException | None) -> None:
         if self._state != _PENDING:
             raise UsageError("this Signal has already fired; a Signal fires once")
+        ev = self._exact()
         self._state = _DONE
         self._value = value
         self._exc = exc
+        if ev is not None:
+            if exc is None:
+                ev.succeed(value)
+            else:
+                ev.fail(exc)
+            return
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -345,9 +445,10 @@ class Signal(_Abandonable):
 
     def __await__(self) -> Generator[Any, None, Any]:
         env = _current("awaiting a Signal")
+        if env._core is not None:
+            ev = self._sp_event()
+            return (yield from ev._core.wait(ev, None))
         if self._state != _PENDING:
-            if env._simpy:
-                yield from _suspend_once(env)
             return self.value
         waiter = env._new_waiter()
         self._waiters.append(waiter)

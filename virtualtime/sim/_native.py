@@ -18,7 +18,16 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["FAR", "clock_of", "core", "native_loop", "push_after", "wake_after"]
+__all__ = [
+    "EXACT",
+    "FAR",
+    "clock_of",
+    "core",
+    "exact_runs",
+    "native_loop",
+    "push_after",
+    "wake_after",
+]
 
 from .._engine._compiled import core as _core
 from .._engine._compiled import core_push_after as _core_push_after
@@ -66,3 +75,16 @@ def wake_after(loop: Any, delay: float, future: asyncio.Future[Any]) -> None:
         push_after(loop._vt_heap, loop._vt_seq, loop._vt_ticks, delay, 0, future)
     else:
         loop._vt_wake_after(delay, future)
+
+
+EXACT: list[int] = [0]
+"""How many ``order="simpy"`` simulations are running: while one is, :func:`sleep` makes
+SimPy timeouts (started when made), and the compiled sleep hands every call to it."""
+
+
+def exact_runs(delta: int) -> None:
+    """Count ``order="simpy"`` simulations starting (+1) and ending (-1)."""
+    EXACT[0] = max(0, EXACT[0] + delta)
+    counter = getattr(_core, "kit_exact_runs", None)
+    if counter is not None:
+        counter(delta)

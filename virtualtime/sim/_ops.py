@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._shared._errors import UsageError, VirtualTimeError
 from ._check import check_positive
+from ._core import PENDING as _SP_PENDING
+from ._core import Event
 from ._kit import (
     _DONE,
     _OVER,
@@ -26,7 +28,6 @@ from ._kit import (
     Waiter,
     _Abandonable,
     _current,
-    _suspend_once,
     _wait,
 )
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 class _Op(_Abandonable):
     """A queued operation (a request, a get, a put): enqueued when made, awaited later."""
 
-    __slots__ = ("_env", "_state", "_time", "_value", "_waiter")
+    __slots__ = ("_env", "_ev", "_state", "_time", "_value", "_waiter")
 
     def __init__(self, env: Simulation) -> None:
         self._env = env
@@ -45,6 +46,36 @@ class _Op(_Abandonable):
         self._value: Any = None
         self._waiter: Waiter | None = None
         self._time = env._clock()
+        self._ev: Event | None = None  # order="simpy": its SimPy event (see _base.exact_op)
+
+    def _sp_event(self) -> Event:
+        ev = self._ev
+        if ev is None:
+            raise UsageError(f"{self!r} was not made in an order='simpy' simulation")
+        return ev
+
+    def _sp_withdraw(self) -> None:
+        """order="simpy": take back what this operation did (see its kind)."""
+        self.cancel()
+
+    def cancel(self) -> None:
+        """Withdraw the operation if it has not happened yet (SimPy's ``cancel``); nothing
+        if it has.  Also what leaving a ``with`` block made on it does."""
+        ev = self._ev
+        if ev is not None:
+            if ev._value is _SP_PENDING:
+                self._withdraw_exact()
+        elif self._state == _PENDING:
+            self._abandon()
+
+    def _withdraw_exact(self) -> None:
+        """order="simpy": leave the queue (not happened yet)."""
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.cancel()
 
     def _complete(self, value: Any) -> None:
         self._state = _DONE
@@ -56,6 +87,9 @@ class _Op(_Abandonable):
     @property
     def triggered(self) -> bool:
         """True once the operation has completed (granted, received, stored)."""
+        ev = self._ev
+        if ev is not None:
+            return ev._value is not _SP_PENDING
         return self._state == _DONE
 
     def _begin(self) -> Waiter:
@@ -70,11 +104,12 @@ class _Op(_Abandonable):
         return VirtualTimeError(f"{self!r} was withdrawn or has ended; it cannot be awaited")
 
     def __await__(self) -> Generator[Any, None, Any]:
+        ev = self._ev
+        if ev is not None:
+            return (yield from ev._core.wait(ev, self._sp_withdraw))
         state = self._state
         env = self._env
         if state == _DONE and self._waiter is None:
-            if env._simpy:
-                yield from _suspend_once(env)
             proc = _PROC.get()
             if proc is not None and proc._pending:
                 self._abandon()

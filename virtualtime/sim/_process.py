@@ -4,8 +4,11 @@
 task, or a trio task in its own cancel scope), records how it ended and wakes whoever awaits
 it.  :meth:`Process.interrupt` raises :class:`Interrupt` at the process's current kit wait
 (by failing that wait's waiter, see :mod:`virtualtime.sim._kit`).  :func:`start` and
-:func:`current_process` are the module-level verbs a model calls; the :class:`Simulation`
-(``_simulation``) makes the processes and cleans them up at the end of a run.
+:func:`current_process` are the module-level verbs a model calls (and :func:`start_delayed`,
+SimPy's delayed start); the :class:`Simulation` (``_simulation``) makes the processes and
+cleans them up at the end of a run.  In ``order="simpy"`` a process is also a SimPy event
+(virtualtime/sim/_core.py): its start and its interrupts are urgent events, and its task runs
+only while it holds the model's turn.
 
 Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
 """
@@ -13,6 +16,7 @@ Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see test
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -20,6 +24,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import anyio
 
 from .._shared._errors import UsageError, VirtualTimeError
+from ._check import check_name, check_positive
+from ._core import PENDING as PENDING_EVENT
+from ._core import URGENT, Event
 from ._fast import trio_module
 from ._kit import (
     _DONE,
@@ -29,7 +36,6 @@ from ._kit import (
     Waiter,
     _Abandonable,
     _current,
-    _suspend_once,
     _take_turn,
     _wait,
 )
@@ -37,7 +43,7 @@ from ._kit import (
 if TYPE_CHECKING:
     from ._simulation import Simulation
 
-__all__ = ["Interrupt", "Process", "current_process", "start"]
+__all__ = ["Interrupt", "Process", "current_process", "start", "start_delayed"]
 
 
 T = TypeVar("T")
@@ -73,13 +79,18 @@ class Process(_Abandonable, Generic[T]):
 
     __slots__ = (
         "_coro",
+        "_delayed",
         "_env",
         "_exc",
         "_joiners",
         "_name",
         "_parked",
+        "_parked_on",
         "_pending",
+        "_resume_cb",
+        "_resumed_by",
         "_scope",
+        "_sp",
         "_state",
         "_target",
         "_target_op",
@@ -92,6 +103,7 @@ class Process(_Abandonable, Generic[T]):
     def __init__(self, env: Simulation, coro: Coroutine[Any, Any, T], name: str | None) -> None:
         self._env = env
         self._coro: Coroutine[Any, Any, T] | None = coro
+        self._delayed: Coroutine[Any, Any, Any] | None = None  # start_delayed's, until started
         self._name = name if name is not None else getattr(coro, "__qualname__", "process")
         self._state = _PENDING
         self._value: Any = None
@@ -103,11 +115,35 @@ class Process(_Abandonable, Generic[T]):
         self._task: asyncio.Task[Any] | None = None
         self._scope: Any = None  # a trio.CancelScope, on trio
         self._parked: Any = None  # its sleep parked on virtualtime's trio clock, if it is in one
+        # order="simpy" (virtualtime/sim/_core.py): the process's SimPy event, the callback that
+        # resumes it, the waiter it is parked on and the event that resumed it last.
+        self._sp: Event | None = None
+        self._resume_cb: Any = None
+        self._parked_on: Any = None
+        self._resumed_by: Event | None = None
+        if env._simpy:
+            core = env._core
+            self._sp = Event(core, self)
+            self._resume_cb = self._sp_resume
+            start = Event(core)  # SimPy's Initialize: an urgent event that starts it
+            start._value = None
+            start.callbacks = [self._resume_cb]
+            self._target = start
+            core.schedule(start, URGENT)
 
     @property
     def name(self) -> str:
         """The process's name (the coroutine's, unless :func:`start` was given one)."""
         return self._name
+
+    @property
+    def target(self) -> Any:
+        """The kit awaitable the process waits on now (a sleep, a request, a signal...), or
+        None while it runs or waits on something that is not the kit's (SimPy's ``target``)."""
+        if self._sp is not None:
+            target = self._target
+            return None if target is None else target.kit
+        return self._target_op if self._target is not None else None
 
     @property
     def is_alive(self) -> bool:
@@ -137,8 +173,6 @@ class Process(_Abandonable, Generic[T]):
         coro = self._coro
         assert coro is not None
         self._coro = None
-        if env._simpy and env._fast:
-            env._unstarted -= 1
         try:
             value = await coro
             pending = self._pending
@@ -151,7 +185,9 @@ class Process(_Abandonable, Generic[T]):
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 self._finish(None, exc, cancelled=True)
                 raise
-            if not self._finish(None, exc, cancelled=False):
+            if not self._finish(None, exc, cancelled=False) and not env._closing:
+                # (While the run is being cleaned up, a process that fails -- a joiner told
+                # that the process it awaited was cancelled first -- fails nothing.)
                 env._fail(exc)
             if not isinstance(exc, Exception):
                 raise
@@ -179,23 +215,126 @@ class Process(_Abandonable, Generic[T]):
         if scope.cancelled_caught and self._state == _PENDING:
             self._finish(None, None, cancelled=True)
 
-    def _never_started(self) -> None:
-        """Cancelled before its first step: its coroutine never ran, and never will.  It is
-        closed (so that it draws no "coroutine ... was never awaited" warning) and the process
-        ends, cancelled.  Safe to call again."""
+    # ------------------------------------------------------------------ order="simpy"
+
+    def _sp_event(self) -> Event:
+        assert self._sp is not None
+        return self._sp
+
+    def _sp_resume(self, ev: Event) -> None:
+        """The callback that resumes the process (SimPy's ``_resume``): it takes the turn."""
+        if self._state == _PENDING:
+            self._env._core.resume(self, ev)
+
+    async def _body_simpy(self) -> None:
+        """The process's task in ``order="simpy"``: made when its start event is processed,
+        it holds the turn from its first step."""
+        env = self._env
+        if _SIM.get(None) is not env:
+            _SIM.set(env)
+        _PROC.set(self)
+        core = env._core
+        core.ran()
+        coro = self._coro
+        if coro is None:  # cancelled before it started
+            core.give_back(self)
+            return
+        self._coro = None
+        try:
+            value = await coro
+            pending = self._pending
+            if pending:  # kept for a kit wait that never came: raised at the end (as above)
+                raise pending.pop(0)
+        except BaseException as exc:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            self._end_simpy(None, exc, cancelled)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._end_simpy(value, None, False)
+
+    async def _body_simpy_trio(self) -> None:
+        """:meth:`_body_simpy` on trio, in the process's own cancel scope."""
+        with trio_module().CancelScope() as scope:
+            if self._scope is not None:  # cancelled before its task started
+                scope.cancel()
+            self._scope = scope
+            await self._body_simpy()
+        if scope.cancelled_caught and self._state == _PENDING:
+            self._end_simpy(None, None, True)
+
+    def _end_simpy(self, value: Any, exc: BaseException | None, cancelled: bool) -> None:
+        """The coroutine ended: the process's event is triggered (SimPy: it is scheduled, and
+        its joiners resume when it is processed) and the turn goes back."""
+        env = self._env
+        core = env._core
         coro = self._coro
         if coro is not None:
             self._coro = None
             coro.close()
-            env = self._env
-            if env._simpy and env._fast:
-                env._unstarted -= 1  # counted by start(), uncounted by _body, which never runs
+        self._close_delayed()
+        self._state = _DONE
+        self._value = value
+        self._exc = None if cancelled else exc
+        env._ended(self)
+        ev = self._sp
+        assert ev is not None
+        if ev._value is PENDING_EVENT:
+            if cancelled:
+                ev._defused = True  # a cancellation is not a failure of the model
+                exc = VirtualTimeError(f"{self!r} was cancelled before it returned a value")
+            ev._ok = exc is None
+            ev._value = value if exc is None else exc
+            if not core.closed:
+                core.schedule(ev)
+        joiners, self._joiners = self._joiners or (), None
+        for waiter in joiners:  # the clean-up at the end of a run waits this way
+            if not waiter.done():
+                waiter.set_result(None)
+        core.give_back(self)
+
+    def _sp_interrupted(self, ev: Event) -> None:
+        """The callback of an interruption (SimPy's ``Interruption``): resume the process
+        with it, taking it off the event it waits on."""
+        if self._state != _PENDING:
+            return  # it ended meanwhile
+        target = self._target
+        if self._parked_on is None or target is None or target.callbacks is None:
+            # Running, or waiting on something that is not the kit's: kept for its next wait.
+            if self._pending is None:
+                self._pending = []
+            self._pending.append(ev._value)
+            return
+        with contextlib.suppress(ValueError):
+            target.callbacks.remove(self._resume_cb)
+        self._env._core.resume(self, ev)
+
+    def _never_started(self) -> None:
+        """Cancelled before its first step: its coroutine never ran, and never will.  It is
+        closed (so that it draws no "coroutine ... was never awaited" warning) and the process
+        ends, cancelled.  Safe to call again."""
+        if self._sp is not None:
+            if self._state == _PENDING:
+                self._end_simpy(None, None, True)
+            return
+        coro = self._coro
+        if coro is not None:
+            self._coro = None
+            coro.close()
         if self._state == _PENDING:
             self._env._last = self._env._clock()
             self._finish(None, None, cancelled=True)
 
+    def _close_delayed(self) -> None:
+        """A start_delayed starter ended before it started its coroutine: close it."""
+        delayed = self._delayed
+        if delayed is not None:
+            self._delayed = None
+            delayed.close()
+
     def _finish(self, value: Any, exc: BaseException | None, *, cancelled: bool) -> bool:
         """Record the end; wake the joiners.  True if someone received the exception."""
+        self._close_delayed()
         self._state = _DONE
         self._value = value
         self._exc = None if cancelled else exc
@@ -239,6 +378,23 @@ class Process(_Abandonable, Generic[T]):
         if self._state != _PENDING:
             raise UsageError(f"{self!r} has ended and cannot be interrupted")
         exc = Interrupt(cause)
+        if self._sp is not None:
+            core = self._env._core
+            if core.active is self:
+                # Interrupting itself (SimPy refuses: "not allowed to interrupt itself", as
+                # when a process's own request preempts its other one): kept for its next
+                # kit wait, or its end, as in the default order.
+                if self._pending is None:
+                    self._pending = []
+                self._pending.append(exc)
+                return
+            ev = Event(core)
+            ev._ok = False
+            ev._value = exc
+            ev._defused = True
+            ev.callbacks = [self._sp_interrupted]
+            core.schedule(ev, URGENT)
+            return
         target = self._target
         if target is not None and not target.done():
             target.set_exception(exc)
@@ -266,6 +422,15 @@ class Process(_Abandonable, Generic[T]):
         if self._state != _PENDING:
             return
         task = self._task
+        if self._sp is not None and task is None and self._scope is None:
+            # Not started yet (order="simpy"): it never will; its start event finds it ended.
+            if self._env._fast:
+                self._never_started()
+            else:
+                self._scope = trio_module().CancelScope()
+                self._scope.cancel()
+                self._never_started()
+            return
         if task is not None:
             task.cancel()
             if self._coro is not None and not self._env._simpy:
@@ -290,9 +455,11 @@ class Process(_Abandonable, Generic[T]):
         return waiter
 
     def __await__(self) -> Generator[Any, None, T]:
+        ev = self._sp
+        if ev is not None:
+            value: T = yield from ev._core.wait(ev, None)
+            return value
         if self._state != _PENDING:
-            if self._env._simpy:
-                yield from _suspend_once(self._env)
             return self.value
         waiter = self._env._new_waiter()
         self._join(waiter)
@@ -327,6 +494,37 @@ def start(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> Process[T
     ahead of it).  Keep the handle to await the result or to interrupt it.
     """
     return _current("sim.start()").start(coro, name=name)
+
+
+def start_delayed(
+    coro: Coroutine[Any, Any, T], delay: float, *, name: str | None = None
+) -> Process[Process[T]]:
+    """Start ``coro`` as a process ``delay`` from now (SimPy's ``util.start_delayed``).
+
+    Returns the *starter*: a process that sleeps ``delay`` and then starts ``coro``; awaiting
+    the starter gives the started :class:`Process`.  ``delay`` must be > 0.  Use it for
+    arrivals planned ahead (a shift that begins at 8:00) without a process of your own.
+    """
+    env = _current("sim.start_delayed()")
+    delay = check_positive("delay", delay)
+    if name is not None:
+        check_name("name", name)
+
+    async def starter() -> Process[T]:
+        from ._sleep import sleep
+
+        await sleep(delay)
+        proc._delayed = None
+        return env.start(coro, name=name)
+
+    label = name or getattr(coro, "__qualname__", "process")
+    try:
+        proc = env.start(starter(), name=f"start_delayed({label})")
+    except BaseException:
+        coro.close()
+        raise
+    proc._delayed = coro  # closed if the starter ends before it starts it
+    return proc
 
 
 def current_process() -> Process[Any] | None:

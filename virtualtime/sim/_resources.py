@@ -19,8 +19,9 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .._shared._errors import InvalidTypeError
+from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._shared._time import check_bool
+from ._base import exact_op, serve
 from ._check import check_name, short
 from ._kit import _DONE, _OVER, _PENDING, _PROC, _SIM, Waiter
 from ._ops import _adopt, _bind, _check_capacity, _no_stats, _Op
@@ -83,11 +84,12 @@ class Request(_Op):
         self._value: Any = None
         self._waiter: Waiter | None = None
         self._time = env._clock()
+        self._ev = None
         self._resource = resource
         self.priority = priority
         self.preempt = preempt
         self._process = _PROC.get()
-        self._key = (priority, next(_request_sequence))
+        self._key: tuple[Any, ...] = (priority, next(_request_sequence))
         self.usage_since: float | None = None
 
     @property
@@ -103,17 +105,37 @@ class Request(_Op):
     @property
     def granted(self) -> bool:
         """True while the request holds the resource."""
+        if self._ev is not None:
+            return self in self._resource._users
         return self._state == _DONE
 
     def release(self) -> None:
-        """Give the resource back (or leave the queue, if not granted yet).  Idempotent."""
+        """Give the resource back (or leave the queue, if not granted yet).  Idempotent in
+        the default order; in ``order="simpy"`` each call is SimPy's ``res.release(req)``."""
+        if self._ev is not None:
+            self._resource._exact_release(self)
+            return
         state = self._state
         if state == _DONE:
             self._resource._release(self)
         elif state == _PENDING:
             self._resource._withdraw(self)
 
-    cancel = release
+    def cancel(self) -> None:
+        """Leave the queue if not granted yet (SimPy's ``cancel``).  In the default order a
+        granted request is released too (the same as :meth:`release`)."""
+        if self._ev is not None:
+            if not self.triggered:
+                self._resource._exact_withdraw(self)
+            return
+        self.release()
+
+    def _sp_withdraw(self) -> None:
+        """order="simpy": released if granted (SimPy's ``res.release(req)``), else cancelled."""
+        if self.triggered:
+            self._resource._exact_release(self)
+        else:
+            self._resource._exact_withdraw(self)
 
     def _abandon(self) -> None:
         self.release()
@@ -122,12 +144,19 @@ class Request(_Op):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self._ev is not None:  # SimPy's Request.__exit__: cancel(), then a release
+            self.cancel()
+            self._resource._exact_release(self)
+            return
         self.release()
 
     def __aenter__(self) -> Request:
         return self  # ``async with`` awaits it: the grant (no coroutine per block)
 
     def __aexit__(self, *exc_info: object) -> Awaitable[None]:
+        if self._ev is not None:
+            self.__exit__()
+            return _NO_WAIT
         state = self._state  # release(), inlined
         if state == _DONE:
             self._resource._release(self)
@@ -248,6 +277,7 @@ class Resource:
         self.name = check_name("name", name)
         self._users: list[Request] = []
         self._queue: Any = [] if self._prioritised else deque()
+        self._releases: list[_Release] = []  # order="simpy": releases not processed yet
         self._env: Simulation | None = None
         self._stats: ResourceStats | None = None
         _adopt(self)
@@ -304,6 +334,8 @@ class Resource:
         if env is None or env._final is not None:
             env = self._bind()
         req = Request(self, env, priority, preempt)
+        if env._simpy:
+            return self._exact_request(env, req)
         users = self._users
         stats = self._stats
         assert stats is not None
@@ -326,6 +358,117 @@ class Resource:
                 queue.append(req)
             _record(stats.queue_length, now, len(queue))
         return req
+
+    @property
+    def put_queue(self) -> list[Request]:
+        """The requests waiting (SimPy's name for :attr:`queue`; a new list)."""
+        return list(self._queue)
+
+    @property
+    def get_queue(self) -> list[Any]:
+        """The releases waiting to be processed (``order="simpy"``: a release happens one step
+        after it is made; empty in the default order, where it happens at once)."""
+        return list(self._releases)
+
+    def release(self, request: Request) -> None:
+        """Give ``request``'s unit back (SimPy's ``res.release(req)``); see
+        :meth:`Request.release`."""
+        if not isinstance(request, Request) or request._resource is not self:
+            raise InvalidValueError(
+                f"request must be a request made on {self!r}, got {short(request)}"
+            )
+        request.release()
+
+    # ------------------------------------------------------------------ order="simpy"
+    # SimPy's Resource (virtualtime/sim/_base.py): a request is a put, a release a get; each
+    # serves its own queue when made and the other when it is processed, one step later.
+
+    def _exact_request(self, env: Simulation, req: Request) -> Request:
+        req._key = (req.priority, req._time, not req.preempt)  # SimPy's key
+        queue = self._queue
+        if type(queue) is not list:
+            queue = self._queue = list(queue)
+        insert = None
+        if self._prioritised:
+            insert = lambda r: bisect.insort(queue, r, key=_request_key)  # noqa: E731
+        exact_op(env, req, queue, self._exact_after_request, self._exact_serve, insert)
+        stats = self._stats
+        assert stats is not None
+        _record(stats.queue_length, req._time, len(queue))
+        return req
+
+    def _exact_serve(self) -> None:
+        queue = self._queue
+        serve(queue, self._exact_do_request)
+        stats = self._stats
+        assert stats is not None
+        _record(stats.queue_length, stats.users._clock(), len(queue))
+
+    def _exact_after_request(self, _: object) -> None:
+        serve(self._releases, self._exact_do_release)
+
+    def _exact_after_release(self, _: object) -> None:
+        self._exact_serve()
+
+    def _exact_do_request(self, req: Request) -> object:
+        users = self._users
+        stats = self._stats
+        assert stats is not None
+        now = req._env._clock()
+        if self._preemptive and len(users) >= self._capacity and req.preempt:
+            victim = max(users, key=_request_key)
+            if victim._key > req._key:
+                users.remove(victim)
+                victim._state = _OVER
+                since = victim.usage_since if victim.usage_since is not None else now
+                stats.preempted.add(now, now - since)
+                proc = victim._process
+                if proc is not None and proc.is_alive:
+                    proc.interrupt(Preempted(by=req._process, usage_since=since, resource=self))
+        if len(users) < self._capacity:
+            users.append(req)
+            req.usage_since = now
+            stats.waits.add(now, now - req._time)
+            req._state = _DONE
+            req._value = req
+            assert req._ev is not None
+            req._ev.succeed(req)
+        _record(stats.users, now, len(users))
+        return None  # SimPy's resources serve one request per turn
+
+    def _exact_withdraw(self, req: Request) -> None:
+        """A request not granted leaves the queue (it reneged)."""
+        req._state = _OVER
+        queue = self._queue
+        if req in queue:
+            queue.remove(req)
+            stats = self._stats
+            assert stats is not None
+            now = req._env._clock()
+            _record(stats.queue_length, now, len(queue))
+            stats.reneged.add(now, now - req._time)
+
+    def _exact_release(self, req: Request) -> None:
+        """SimPy's ``res.release(req)``: a release event, served when made."""
+        env = req._env
+        rel = _Release(env, req)
+        exact_op(env, rel, self._releases, self._exact_after_release, self._exact_serve_releases)
+
+    def _exact_serve_releases(self) -> None:
+        serve(self._releases, self._exact_do_release)
+
+    def _exact_do_release(self, rel: _Release) -> object:
+        req = rel._request
+        users = self._users
+        if req in users:
+            users.remove(req)
+            req._state = _OVER
+            stats = self._stats
+            assert stats is not None
+            _record(stats.users, req._env._clock(), len(users))
+        assert rel._ev is not None
+        rel._ev.succeed(None)
+        return None
 
     def _preempt(self, req: Request) -> bool:
         victim = max(self._users, key=_request_key)
@@ -375,7 +518,7 @@ class Resource:
         env = req._env
         now = env._clock()
         queue = self._queue
-        if queue and not env._simpy:
+        if queue:
             # The freed unit goes straight to the next request (_dispatch and _grant,
             # inlined): the number of users does not change, so it needs no record.
             nxt = queue.pop(0) if self._prioritised else queue.popleft()
@@ -392,8 +535,6 @@ class Resource:
             _record(stats.queue_length, now, len(queue))
             return
         _record(stats.users, now, len(users))
-        if queue:
-            env._soon(self._dispatch)
 
     def _withdraw(self, req: Request) -> None:
         req._state = _OVER
@@ -430,6 +571,19 @@ class Resource:
         )
 
 
+class _Release(_Op):
+    """order="simpy": SimPy's release event (a get on the resource)."""
+
+    __slots__ = ("_request",)
+
+    def __init__(self, env: Simulation, request: Request) -> None:
+        super().__init__(env)
+        self._request = request
+
+    def __repr__(self) -> str:
+        return f"<release of {self._request!r}>"
+
+
 def _record(series: TimeSeries, now: float, value: float) -> None:
     """``series._record_at(now, value)`` (a level holds from ``now``), for the hot paths."""
     times = series._times
@@ -440,7 +594,7 @@ def _record(series: TimeSeries, now: float, value: float) -> None:
         series._values.append(value)
 
 
-def _request_key(req: Request) -> tuple[int, int]:
+def _request_key(req: Request) -> tuple[Any, ...]:
     return req._key
 
 

@@ -17,19 +17,21 @@ import contextlib
 import inspect
 import math
 import types
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 import anyio
 
 from .._shared._errors import DeadlockError, InvalidTypeError, InvalidValueError, UsageError
-from .._shared._time import check_bool, to_seconds, to_ticks
+from .._shared._time import check_bool, to_ticks
 from ._check import HORIZON, check_name, check_number, short
+from ._core import AsyncioTurns, Core, TrioTurns
 from ._fast import current_library as _current_library
 from ._fast import set_result as _set_result
 from ._fast import trio_module
-from ._kit import _PENDING, _SIM, Waiter, _dispatch_in_turn, _QueuedWaiter, _reserve, _Waiter
+from ._kit import _PENDING, _PROC, _SIM, Waiter, _QueuedWaiter, _reserve, _Waiter
 from ._native import clock_of as _clock_of
+from ._native import exact_runs
 from ._native import native_loop as _native_loop
 from ._process import Process
 
@@ -86,8 +88,9 @@ class Simulation:
         self._token: Any = None
         self._entered = False
         self._started = 0.0
-        self._unstarted = 0  # order="simpy" on asyncio: processes started but not yet run
         self._park: Any = None  # on virtualtime's trio clock: the clock (its kit waits)
+        self._core: Any = None  # order="simpy": SimPy's event core (virtualtime/sim/_core.py)
+        self.on_step: Callable[[], object] | None = None
 
     @property
     def order(self) -> str:
@@ -131,24 +134,48 @@ class Simulation:
             # found on the clock: sim may not import virtualtime.trio); other clocks do not.
             running = trio.lowlevel.current_clock()
             park = running if getattr(running, "_vt_sleep", None) is not None else None
-            if park is None and self._simpy:
-                self._entered = False
-                raise UsageError(
-                    f'order="simpy" on trio needs virtualtime\'s trio clock, not '
-                    f"{type(running).__name__}: only its queue can run a new process before "
-                    "everything else due at its instant (virtualtime.trio.run, or "
-                    "clock=virtualtime.trio.VirtualClock())"
-                )
             self._park = park
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
             self._clock = trio.current_time
         self._started = self._clock()
+        if self._simpy:
+            self._open_core()
         self._token = _SIM.set(self)
         return self
 
+    def _open_core(self) -> None:
+        """``order="simpy"``: SimPy's event core, with the turn kept by this backend."""
+        clock = self._clock
+        turns: Any = AsyncioTurns(self._loop) if self._fast else TrioTurns(self._group)
+        self._core = core = Core(self, lambda: to_ticks(clock()), turns, _PROC.get)
+        core.paused = False
+        core.on_step = self._stepped
+        turns._core = core
+        if not self._fast:
+            self._group.start_soon(turns.drive, name="virtualtime.sim order='simpy'")
+        exact_runs(1)
+
+    def _stepped(self) -> None:
+        hook = self.on_step
+        if hook is not None:
+            hook()
+
+    def _core_idle(self) -> None:
+        """order="simpy": nothing is left on the heap and no process is alive."""
+        halt = self._halt
+        if halt is not None and not halt.done() and self._halt_when_empty:
+            halt.set_result(None)
+
     async def __aexit__(self, *exc_info: object) -> None:
-        self._last = self._clock()
+        core = self._core
+        if core is not None:
+            if not core.closed:
+                self._last = self._clock()
+            core.close()
+            exact_runs(-1)
+        else:
+            self._last = self._clock()
         if self._final is None:
             self._final = self._last
         try:
@@ -174,6 +201,8 @@ class Simulation:
                 if proc._task is not None:
                     tasks.append(proc._task)
                     proc.cancel()
+                elif proc._sp is not None:  # order="simpy": its start event never came
+                    proc._never_started()
             if tasks:
                 await asyncio.wait(tasks)
             return
@@ -185,6 +214,9 @@ class Simulation:
         try:
             for proc in list(self._live):
                 scope = proc._scope
+                if scope is None and proc._sp is not None and proc._state == _PENDING:
+                    proc._never_started()  # order="simpy": its start event never came
+                    continue
                 if scope is None or proc._state != _PENDING:
                     continue
                 ended = self._new_waiter()
@@ -209,23 +241,20 @@ class Simulation:
             raise UsageError("this simulation has ended; it cannot start processes")
         proc: Process[T] = Process(self, coro, name)
         self._live[proc] = None
+        if self._simpy:
+            return proc  # its task is made when its start event is processed (_core.py)
         if self._fast:
             assert self._loop is not None
-            proc._task = task = self._loop.create_task(proc._body(), name=proc._name)
-            if self._simpy:
-                self._unstarted += 1
-                task.add_done_callback(proc._never_ran)
+            proc._task = self._loop.create_task(proc._body(), name=proc._name)
         else:
             # On virtualtime's trio clock a started process first runs in its place in the
-            # order of starts (trio starts the tasks of one turn in random order) -- in SimPy's
-            # order, before everything else due at this instant.
-            order = self._park._vt_reserve_first() if self._simpy else _reserve(self)
-            self._group.start_soon(proc._body_anyio, order, name=proc._name)
+            # order of starts (trio starts the tasks of one turn in random order).
+            self._group.start_soon(proc._body_anyio, _reserve(self), name=proc._name)
         return proc
 
     def _ended(self, proc: Process[Any]) -> None:
         self._live.pop(proc, None)
-        if not self._live:
+        if not self._live and not self._simpy:
             halt = self._halt
             if halt is not None and not halt.done() and self._halt_when_empty:
                 halt.set_result(None)
@@ -241,24 +270,11 @@ class Simulation:
 
     _halt_when_empty = False
 
-    def _soon(self, dispatch: Callable[[], object]) -> None:
-        """Serve a queue after a put or release: at once, or (SimPy's order) one step later,
-        when SimPy would process the put or release event."""
-        if not self._simpy:
-            dispatch()
-        elif self._fast:
-            assert self._loop is not None
-            self._loop.call_soon(dispatch)
-        else:  # virtualtime's trio clock: a turn behind what is queued at this instant
-            self._group.start_soon(
-                _dispatch_in_turn, self._park, dispatch, self._park._vt_reserve()
-            )
-
     def _new_waiter(self) -> Waiter:
         if self._fast:
             assert self._loop is not None
             return self._loop.create_future()
-        if self._park is not None:
+        if self._park is not None and self._core is None:
             return _QueuedWaiter(self._park)
         return _Waiter()
 
@@ -266,7 +282,7 @@ class Simulation:
         self,
         main: Callable[..., Coroutine[Any, Any, T]],
         *args: Any,
-        until: float | None = None,
+        until: float | Awaitable[Any] | None = None,
         backend: str = "asyncio",
         end_when_idle: bool = False,
         **options: Any,
@@ -286,18 +302,24 @@ class Simulation:
         """
         return _simulate(self, main, args, until, backend, end_when_idle, options)
 
-    async def run(self, until: float | None = None) -> None:
+    async def run(self, until: Any = None) -> Any:
         """Run the model until ``until``, or until every process has ended.
 
-        ``until`` is an instant of the simulation's clock.  In the default order everything
-        due at ``until`` runs (as ``virtualtime.run_until`` and ``virtualtime run --until``
-        do); in ``order="simpy"`` nothing due at exactly ``until`` runs (SimPy's rule).  Either
-        way :attr:`now` reads ``until`` afterwards.  Without ``until`` (or with ``math.inf``,
-        an instant never reached, which means the same), ``run`` returns when every process
-        has ended; processes blocked for ever are a :class:`~virtualtime.DeadlockError` from
-        the loop (see :func:`simulate`'s ``end_when_idle``).  A process that failed with
-        nobody awaiting it is raised here.
+        ``until`` is an instant of the simulation's clock, or something that happens: a
+        :class:`Process`, a :class:`Signal` or another kit awaitable (SimPy's ``run(until=
+        event)``), in which case ``run`` returns its value (or raises its exception) once it
+        has happened.  With an instant, in the default order everything due at ``until`` runs
+        (as ``virtualtime.run_until`` and ``virtualtime run --until`` do); in
+        ``order="simpy"`` nothing due at exactly ``until`` runs (SimPy's rule).  Either way
+        :attr:`now` reads ``until`` afterwards.  Without ``until`` (or with ``math.inf``, an
+        instant never reached, which means the same), ``run`` returns when every process has
+        ended (in ``order="simpy"``: when nothing is left to happen, which includes a timeout
+        nobody waits for any more, as in SimPy); processes blocked for ever are a
+        :class:`~virtualtime.DeadlockError` from the loop (see :func:`simulate`'s
+        ``end_when_idle``).  A process that failed with nobody awaiting it is raised here.
         """
+        if _is_event(until):
+            return await self._run_until_event(until)
         until = _check_until(until)
         if until is not None and until < self._clock():
             raise InvalidValueError(
@@ -307,20 +329,26 @@ class Simulation:
         self._raise_failure()
         halt = self._halt = self._new_waiter()
         driver: Any = None
+        core = self._core
         if self._park is not None:
             self._park._vt_fresh()  # the caller may just have entered a fail_after
         try:
             if until is None:
                 self._halt_when_empty = True
-                if not self._live:
+                if core is not None:
+                    core.run()
+                    if not self._live and not core._heap:
+                        _settle_halt(halt)
+                elif not self._live:
                     halt.set_result(None)
                 await halt
+            elif core is not None:
+                core.stop_at(to_ticks(until), lambda _: self._pause(halt))
+                core.run()
+                await halt
             elif self._fast:
-                target = until
-                if self._simpy:
-                    target = to_seconds(max(to_ticks(until) - 1, to_ticks(self._clock())))
                 assert self._loop is not None
-                driver = self._loop.create_task(_drive_asyncio(target))
+                driver = self._loop.create_task(_drive_asyncio(until))
                 driver.add_done_callback(lambda _: _settle_halt(halt))
                 await halt
             else:
@@ -333,6 +361,48 @@ class Simulation:
         self._raise_failure()
         if until is not None:
             self._final = until
+        return None
+
+    def _pause(self, halt: Waiter) -> None:
+        """order="simpy": the urgent event at ``until`` -- the model stops here until the
+        next :meth:`run`."""
+        self._core.paused = True
+        _settle_halt(halt)
+
+    async def _run_until_event(self, until: Any) -> Any:
+        """``run(until=process_or_signal)``: run until it has happened; its value."""
+        self._raise_failure()
+        halt = self._halt = self._new_waiter()
+        core = self._core
+        waiter: Any = None
+        try:
+            if core is not None:
+                ev = until._sp_event()
+                if ev.callbacks is None:
+                    return ev.value_or_raise()
+
+                def stop(ev: Any) -> None:
+                    core.paused = True
+                    if not halt.done():
+                        if ev._ok:
+                            halt.set_result(ev._value)
+                        else:
+                            ev._defused = True
+                            halt.set_exception(ev._value)
+
+                ev.callbacks.append(stop)
+                core.run()
+            else:
+                waiter = until._begin()
+                waiter.add_done_callback(lambda w: _copy_outcome(w, halt))
+            value = await halt
+        finally:
+            self._halt = None
+            if waiter is not None and not waiter.done():
+                # The run ended otherwise (a failure): how ``until`` ends later is nobody's.
+                waiter.add_done_callback(_read)
+        self._raise_failure()
+        return value
 
     def _raise_failure(self) -> None:
         failure = self._failure
@@ -344,10 +414,7 @@ class Simulation:
         async with anyio.create_task_group() as group:
 
             async def drive() -> None:
-                if self._simpy:
-                    await anyio.sleep_until(to_seconds(to_ticks(until) - 1))
-                else:
-                    await anyio.sleep_until(until)
+                await anyio.sleep_until(until)
                 await anyio.wait_all_tasks_blocked()
                 if not halt.done():
                     halt.set_result(None)
@@ -444,6 +511,29 @@ def _settle_halt(halt: Waiter) -> None:
         halt.set_result(None)
 
 
+def _read(waiter: Any) -> None:
+    """Read a finished waiter's exception, so that asyncio does not report it unread."""
+    if isinstance(waiter, asyncio.Future) and not waiter.cancelled():
+        waiter.exception()
+
+
+def _copy_outcome(waiter: Any, halt: Waiter) -> None:
+    if halt.done():
+        return
+    try:
+        value = waiter.result()
+    except BaseException as exc:
+        halt.set_exception(exc)
+    else:
+        halt.set_result(value)
+
+
+def _is_event(until: object) -> bool:
+    """``until`` is something that happens (a process, a signal, a kit awaitable), not an
+    instant."""
+    return hasattr(until, "_sp_event") or isinstance(until, Process)
+
+
 async def _drive_asyncio(target: float) -> None:
     from .._engine._loop import VirtualEventLoop
 
@@ -472,7 +562,7 @@ async def _drive_asyncio(target: float) -> None:
 def simulate(
     main: Callable[..., Coroutine[Any, Any, T]],
     *args: Any,
-    until: float | None = None,
+    until: float | Awaitable[Any] | None = None,
     backend: str = "asyncio",
     order: str = "virtualtime",
     end_when_idle: bool = False,
@@ -490,7 +580,9 @@ def simulate(
 
     Args:
         until: The instant to stop at; None (or ``math.inf``) runs until every process has
-            ended.
+            ended.  Or something that happens -- a :class:`Signal` made beforehand, a kit
+            awaitable -- as SimPy's ``run(until=event)``: the run stops once it has happened
+            and ``simulate`` returns *its* value (raises its exception).
         backend: ``"asyncio"`` (the virtual loop, with the kit's fast path) or ``"trio"``.
         order: ``"virtualtime"`` or ``"simpy"`` (see :data:`ORDERS`).
         end_when_idle: SimPy's ending rule: when nothing is left to happen -- every process
@@ -528,7 +620,8 @@ def _simulate(
 ) -> T | None:
     """:meth:`Simulation.simulate`: every argument checked before anything runs."""
     _check_main(main)
-    limit = _check_until(until)
+    event = until if _is_event(until) else None
+    limit = None if event is not None else _check_until(until)
     if not isinstance(backend, str) or backend not in ("asyncio", "trio"):
         raise (InvalidValueError if isinstance(backend, str) else InvalidTypeError)(
             f"backend must be 'asyncio' or 'trio', got {short(backend)}"
@@ -542,6 +635,7 @@ def _simulate(
     if env._entered:
         raise UsageError("a Simulation runs once; make a new one for each run")
     holder: list[Process[T]] = []
+    reached: list[Any] = []
 
     async def runner() -> None:
         async with env:
@@ -552,7 +646,7 @@ def _simulate(
                 )
             coro = main(*args)
             holder.append(env.start(coro, name=getattr(main, "__qualname__", None)))
-            await env.run(limit)
+            reached.append(await env.run(limit if event is None else event))
 
     from .._anyio import anyio_run
 
@@ -564,6 +658,8 @@ def _simulate(
         if not end_when_idle:
             raise
         env._final = env._last
+    if event is not None:
+        return reached[0] if reached else None
     if not holder:
         return None
     proc = holder[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Awaitable, Generator
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from .._shared._time import delay_ticks, to_ticks
@@ -24,7 +24,8 @@ from ._check import check_positive
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
 from ._fast import trio_module
-from ._kit import _PROC, _SIM, Waiter, _Abandonable, _current, _Waiter
+from ._kit import _PROC, _SIM, KitAwaitable, Waiter, _Abandonable, _current, _Waiter
+from ._native import EXACT as _EXACT
 from ._native import FAR as _FAR
 from ._native import core as _core
 from ._native import push_after as _push_after
@@ -139,8 +140,6 @@ class _Sleep(_SleepBase, _Abandonable):
                 proc._target = future
             try:
                 yield from future  # the loop gives it a result; an interrupt an exception
-                while env._unstarted:
-                    yield  # SimPy's order: processes started at this instant run first
             except BaseException:
                 _drop_native(future)
                 raise
@@ -156,8 +155,6 @@ class _Sleep(_SleepBase, _Abandonable):
             proc._target = future
         try:
             yield from future  # only the timer gives it a result; an interrupt an exception
-            while env._unstarted:
-                yield  # SimPy's order: processes started at this instant run first
         except BaseException:
             handle.cancel()
             raise
@@ -276,7 +273,28 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
         proc._pending.insert(0, exc)  # type: ignore[arg-type]
 
 
-def sleep(delay: float, value: Any = None) -> Awaitable[Any]:
+class _ExactSleep(_Abandonable):
+    """A sleep in ``order="simpy"``: SimPy's timeout, scheduled when made (so that
+    ``t = sim.sleep(5)`` awaited later ends 5 after it was made, as ``env.timeout(5)`` does)."""
+
+    __slots__ = ("_delay", "_ev")
+
+    def __init__(self, env: Simulation, delay: float, value: Any) -> None:
+        self._delay = delay
+        self._ev = env._core.timeout(delay, value, self)
+
+    def _sp_event(self) -> Any:
+        return self._ev
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        ev = self._ev
+        return (yield from ev._core.wait(ev, None))
+
+    def __repr__(self) -> str:
+        return f"<sim.sleep({self._delay!r})>"
+
+
+def sleep(delay: float, value: Any = None) -> KitAwaitable[Any]:
     """Wait ``delay`` of simulated time -- interruptibly (SimPy's ``timeout``); return ``value``.
 
     ``await sim.sleep(5)`` in a process can be ended early by :meth:`Process.interrupt`;
@@ -286,6 +304,10 @@ def sleep(delay: float, value: Any = None) -> Awaitable[Any]:
     virtual time, waits until interrupted or cancelled.  Like a coroutine, a sleep does
     nothing until awaited, and one that never is draws a ``RuntimeWarning``.
     """
+    if _EXACT[0]:
+        env = _SIM.get(None)
+        if env is not None and env._core is not None:
+            return _ExactSleep(env, _check_sleep(delay), value)
     if value is not None:
         return _value_sleep(delay, value)
     if type(delay) not in _NUMBERS or not delay >= 0 or (type(delay) is int and delay > _MAX_FLOAT):
@@ -330,7 +352,7 @@ if _core is not None:
         globals()["sleep"] = _kit_sleep
     else:
 
-        def _sleep_compiled(delay: float, value: Any = None) -> Awaitable[Any]:
+        def _sleep_compiled(delay: float, value: Any = None) -> KitAwaitable[Any]:
             if value is None and (type(delay) is not int or delay <= _MAX_FLOAT):
                 return _kit_sleep(delay)  # type: ignore[no-any-return]
             return pure_sleep(delay, value)

@@ -1,0 +1,648 @@
+"""SimPy's event core, for ``order="simpy"``: the event queue, events, and processes taking turns.
+
+In ``order="simpy"`` a simulation runs exactly as SimPy 4 runs a model, because it runs the
+same machine: a heap of ``(instant, priority, sequence, event)``; a step pops one event and
+calls its callbacks in order; a callback that resumes a process lets that process run until
+it waits again before the next callback is called.  Starting a process and interrupting one
+are *urgent* events (before every ordinary event due at the same instant); everything else --
+a timeout, a granted request, a put, a release, a finished process, a decided condition -- is
+ordinary, first scheduled first processed.  Waiting on an event that has already been
+processed does not suspend.  A failed event that no callback handled ends the run with its
+exception.
+
+The kit's processes stay coroutines run by asyncio or trio tasks, so they may await anything
+else too.  What makes the order SimPy's is that only one process of the model runs at a time:
+the *turn*.  Resuming a process hands it the turn; the process gives it back when it waits on
+a kit event again (or ends), and the queue carries on from the callback after the one that
+resumed it -- so asyncio and trio, whose schedulers differ, give one and the same order.  A
+process that awaits something outside the kit (``anyio.sleep``, a socket) while holding the
+turn is found there one scheduler round later and let go *adrift*: the model carries on
+without it, and it rejoins the order at its next kit wait.
+
+:class:`Core` is the queue and the turn; :class:`Event` the SimPy event (callbacks, value,
+``ok``, ``defused``); :class:`Condition` and :class:`ConditionValue` SimPy's conditions.  The
+kit's own awaitables (a sleep, a request, a get, a signal, a process) each own one of these
+events in ``order="simpy"`` and wait on it with :meth:`Core.wait`.  The default order does not
+use this module.
+
+Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see tests/layout.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from .._shared._errors import InvalidTypeError, UsageError
+from .._shared._time import to_seconds, to_ticks
+from ._check import short
+from ._fast import trio_module
+
+if TYPE_CHECKING:
+    from ._process import Process
+    from ._simulation import Simulation
+
+PENDING: Final[Any] = object()
+URGENT: Final = 0
+NORMAL: Final = 1
+
+Callback = Callable[["Event"], object]
+_NEVER: Final = 1e15  # a delay at least this long (math.inf) never ends
+
+
+class Event:
+    """One thing that happens at an instant of an ``order="simpy"`` run (SimPy's ``Event``).
+
+    ``callbacks`` is the list called when the event is processed, then None.  ``kit`` is the
+    kit object the event stands for (a request, a signal, a process...), which is what a
+    :class:`ConditionValue` shows and what a ``first_of`` returns.
+    """
+
+    __slots__ = ("_core", "_defused", "_ok", "_value", "callbacks", "kit")
+
+    def __init__(self, core: Core, kit: Any = None) -> None:
+        self._core = core
+        self.callbacks: list[Callback] | None = []
+        self._ok = True
+        self._value: Any = PENDING
+        self._defused = False
+        self.kit = kit
+
+    @property
+    def triggered(self) -> bool:
+        return self._value is not PENDING
+
+    @property
+    def processed(self) -> bool:
+        return self.callbacks is None
+
+    def succeed(self, value: Any = None) -> None:
+        if self._value is not PENDING:
+            raise UsageError(f"{short(self.kit)} has already been triggered")
+        self._ok = True
+        self._value = value
+        self._core.schedule(self)
+
+    def fail(self, exc: BaseException) -> None:
+        if self._value is not PENDING:
+            raise UsageError(f"{short(self.kit)} has already been triggered")
+        self._ok = False
+        self._value = exc
+        self._core.schedule(self)
+
+    def value_or_raise(self) -> Any:
+        """The value of a processed event, or its exception raised (and then handled)."""
+        if self._ok:
+            return self._value
+        self._defused = True
+        raise self._value
+
+    def __repr__(self) -> str:
+        state = (
+            "processed" if self.callbacks is None else "triggered" if self.triggered else "pending"
+        )
+        return f"<sim event {state} for {short(self.kit)}>"
+
+
+class _Turns:
+    """How the core hands the turn to a process's task on one backend, and keeps time."""
+
+    def park(self) -> Any:
+        """A one-shot waiter a process suspends on until it is resumed."""
+        raise NotImplementedError
+
+    def arm(self, ticks: int) -> None:
+        """Call ``core.pump()`` at ``ticks`` (or now, if that has passed)."""
+        raise NotImplementedError
+
+    def poke(self) -> None:
+        """Call ``core.pump()`` soon, from the loop (not from the caller's stack)."""
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """After the process just resumed has had its scheduler step, see whether it still
+        holds the turn (then it waits on something outside the kit)."""
+        raise NotImplementedError
+
+    def start(self, proc: Process[Any]) -> None:
+        """Start the process's task; it holds the turn when it first runs."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """The simulation is over: drop the timer."""
+
+
+class Core:
+    """SimPy's environment: the event heap, the clock of the model, the process whose turn it
+    is, and the step that processes events -- paused except while ``Simulation.run`` runs."""
+
+    __slots__ = (
+        "_cbs",
+        "_current",
+        "_eid",
+        "_env",
+        "_ev",
+        "_heap",
+        "_i",
+        "_pumping",
+        "_ran",
+        "_ticks",
+        "_turn",
+        "active",
+        "closed",
+        "now",
+        "on_step",
+        "paused",
+        "turns",
+    )
+
+    def __init__(
+        self,
+        env: Simulation,
+        ticks: Callable[[], int],
+        turns: _Turns,
+        current: Callable[[], Process[Any] | None],
+    ) -> None:
+        self._env = env
+        self._ticks = ticks
+        self._current = current  # the process running this code (the kit's context variable)
+        self.turns = turns
+        self._heap: list[tuple[int, int, int, Event]] = []
+        self._eid = itertools.count()
+        self.now = ticks()
+        self.active: Process[Any] | None = None
+        self._turn = 0  # how many times the turn has been handed over
+        self._ran = 0  # the hand-over after which the process holding the turn last ran
+        self._cbs: list[Callback] | None = None
+        self._ev: Event | None = None
+        self._i = 0
+        self._pumping = False
+        self.paused = True  # SimPy processes events only inside run()
+        self.closed = False
+        self.on_step: Callable[[], object] | None = None
+
+    # ------------------------------------------------------------------ the queue
+
+    def schedule(self, ev: Event, priority: int = NORMAL, delay: int = 0) -> None:
+        """Put ``ev`` on the heap ``delay`` ticks from now (SimPy's ``env.schedule``)."""
+        outside = self.active is None and not self._pumping
+        if outside:
+            # From outside the model's turn (an adrift process, a task that is not a
+            # process, a Signal fired from plain code): the model's clock may be behind.
+            self.now = max(self.now, self._ticks())
+        heapq.heappush(self._heap, (self.now + delay, priority, next(self._eid), ev))
+        if outside and not self.paused and not self.closed:
+            self.turns.poke()
+
+    def timeout(self, delay: float, value: Any, kit: Any) -> Event:
+        """A timeout (SimPy's ``env.timeout(delay, value)``), scheduled when made."""
+        ev = Event(self, kit)
+        ev._value = value
+        if delay < _NEVER:  # longer (math.inf): a timeout that never happens
+            self.schedule(ev, NORMAL, to_ticks(delay))
+        return ev
+
+    def seconds(self) -> float:
+        return to_seconds(self.now)
+
+    def peek(self) -> float:
+        """The instant of the next event (``math.inf`` if none)."""
+        return to_seconds(self._heap[0][0]) if self._heap else math.inf
+
+    # ------------------------------------------------------------------ the step
+
+    def pump(self) -> None:
+        """Process events in SimPy's order until a process has the turn, the next event is
+        later than now (the timer is armed for it), the run is paused, or nothing is left."""
+        if self._pumping or self.active is not None or self.paused or self.closed:
+            return
+        self._pumping = True
+        try:
+            self._pump()
+        finally:
+            self._pumping = False
+
+    def _pump(self) -> None:
+        heap = self._heap
+        env = self._env
+        while True:
+            cbs = self._cbs
+            if cbs is not None:
+                ev = self._ev
+                assert ev is not None
+                while self._i < len(cbs):
+                    callback = cbs[self._i]
+                    self._i += 1
+                    callback(ev)
+                    if self.active is not None or self.paused or self.closed:
+                        return
+                self._cbs = self._ev = None
+                if not ev._ok and not ev._defused:
+                    # SimPy: "failed events are never silently ignored".
+                    self.closed = True
+                    env._fail(ev._value)
+                    return
+                if self.on_step is not None:
+                    self.on_step()
+            if not heap:
+                if not env._live:
+                    env._core_idle()
+                return
+            when = heap[0][0]
+            if when > self.now and when > self._ticks():
+                self.turns.arm(when)
+                return
+            when, _, _, ev = heapq.heappop(heap)
+            self.now = when
+            env._last = to_seconds(when)
+            cbs = ev.callbacks
+            ev.callbacks = None
+            if cbs:
+                self._cbs = cbs
+                self._ev = ev
+                self._i = 0
+            elif not ev._ok and not ev._defused:
+                self.closed = True
+                env._fail(ev._value)
+                return
+            elif self.on_step is not None:
+                self.on_step()
+
+    def run(self) -> None:
+        """Un-pause: ``Simulation.run`` is running."""
+        self.paused = False
+        self.pump()
+
+    def stop_at(self, ticks: int, stop: Callback) -> None:
+        """SimPy's ``run(until=T)``: an urgent event at ``T`` that pauses the run."""
+        ev = Event(self)
+        ev._value = None
+        ev.callbacks = [stop]
+        heapq.heappush(self._heap, (ticks, URGENT, next(self._eid), ev))
+
+    def close(self) -> None:
+        self.closed = True
+        self.turns.close()
+
+    # ------------------------------------------------------------------ the turn
+
+    def resume(self, proc: Process[Any], ev: Event) -> None:
+        """A callback resumed ``proc`` with ``ev``: hand it the turn (SimPy's ``_resume``)."""
+        if not ev._ok:
+            ev._defused = True
+        self.active = proc
+        self._turn += 1
+        proc._resumed_by = ev
+        parked = proc._parked_on
+        if parked is None:
+            self.turns.start(proc)
+        else:
+            proc._parked_on = None
+            parked.set_result(ev)
+        self.turns.check()
+
+    def give_back(self, proc: Process[Any]) -> None:
+        """``proc`` waits again, or has ended: the queue carries on."""
+        if self.active is proc:
+            self.active = None
+            self.pump()
+
+    def ran(self) -> None:
+        """The process holding the turn runs now (for :meth:`look`)."""
+        self._ran = self._turn
+
+    def look(self) -> bool:
+        """Called a scheduler round after a hand-over: True when settled (nobody holds the
+        turn, or a process was let go adrift); False when the process resumed has not run
+        yet (trio may run it later in its batch: look again)."""
+        proc = self.active
+        if proc is None:
+            return True
+        if self._ran != self._turn:
+            return False
+        # It ran, and still holds the turn: it waits on something that is not the kit's.
+        self.active = None
+        self.pump()
+        return True
+
+    def wait(self, ev: Event, withdraw: Callable[[], object] | None) -> Generator[Any, None, Any]:
+        """Await ``ev`` from the current task: SimPy's ``yield ev`` in a process.
+
+        ``withdraw`` takes back the kit operation the event stands for when the wait ends in
+        an interrupt (or a cancellation) instead of the event.
+        """
+        proc = self._current()
+        if proc is None or proc._env is not self._env:
+            return (yield from self._wait_outside(ev))
+        pending = proc._pending
+        if pending:
+            if withdraw is not None:
+                withdraw()
+            raise pending.pop(0)
+        while ev.callbacks is not None:
+            ev.callbacks.append(proc._resume_cb)
+            proc._target = ev
+            parked = proc._parked_on = self.turns.park()
+            self.give_back(proc)
+            try:
+                got = yield from parked.__await__()
+            except BaseException:
+                proc._parked_on = None
+                target = proc._target
+                if target is not None and target.callbacks is not None:
+                    _discard(target.callbacks, proc._resume_cb)
+                proc._target = None
+                if withdraw is not None:
+                    withdraw()
+                self.give_back(proc)
+                raise
+            proc._target = None
+            self.ran()
+            if got is not ev:  # an interruption
+                if withdraw is not None:
+                    withdraw()
+                return got.value_or_raise()
+        return ev.value_or_raise()
+
+    def _wait_outside(self, ev: Event) -> Generator[Any, None, Any]:
+        """A task that is not one of the model's processes waits for ``ev`` to be processed
+        (it takes no turn: it is outside the model, as the code driving a SimPy run is)."""
+        if ev.callbacks is not None:
+            parked = self.turns.park()
+            ev.callbacks.append(lambda e: parked.set_result(e))
+            yield from parked.__await__()
+        return ev.value_or_raise()
+
+
+def _discard(callbacks: list[Callback], callback: Callback) -> None:
+    with contextlib.suppress(ValueError):
+        callbacks.remove(callback)
+
+
+# --------------------------------------------------------------------------- backends
+
+
+class _Parked:
+    """A one-shot waiter on trio (a future's part the core needs)."""
+
+    __slots__ = ("_event", "_value")
+
+    def __init__(self) -> None:
+        self._event = trio_module().Event()
+        self._value: Any = None
+
+    def set_result(self, value: Any) -> None:
+        self._value = value
+        self._event.set()
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        yield from self._event.wait().__await__()
+        return self._value
+
+
+class AsyncioTurns(_Turns):
+    """The turn on asyncio: a future per wait, a loop timer for the next instant."""
+
+    __slots__ = ("_core", "_loop", "_timer", "_when")
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+        self._core: Core | None = None
+        self._timer: Any = None
+        self._when = -1
+
+    def park(self) -> Any:
+        return self._loop.create_future()
+
+    def arm(self, ticks: int) -> None:
+        if self._timer is not None:
+            if self._when <= ticks:
+                return
+            self._timer.cancel()
+        self._when = ticks
+        self._timer = self._loop.call_at(to_seconds(ticks), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._when = -1
+        assert self._core is not None
+        self._core.pump()
+
+    def poke(self) -> None:
+        assert self._core is not None
+        self._loop.call_soon(self._core.pump)
+
+    def check(self) -> None:
+        # Behind the resumed task's step in the ready queue (FIFO): it has run by then.
+        self._loop.call_soon(self._look)
+
+    def _look(self) -> None:
+        core = self._core
+        assert core is not None
+        if not core.look():
+            self._loop.call_soon(self._look)
+
+    def start(self, proc: Process[Any]) -> None:
+        proc._task = self._loop.create_task(proc._body_simpy(), name=proc._name)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class TrioTurns(_Turns):
+    """The turn on trio: a driver task keeps the timer and looks after each hand-over."""
+
+    __slots__ = ("_core", "_deadline", "_group", "_looking", "_poked", "_scope", "_wake")
+
+    def __init__(self, group: Any) -> None:
+        self._group = group
+        self._core: Core | None = None
+        self._deadline = math.inf
+        self._looking = False
+        self._poked = False
+        self._scope: Any = None
+        self._wake: Any = None
+
+    def park(self) -> Any:
+        return _Parked()
+
+    def _kick(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
+
+    def arm(self, ticks: int) -> None:
+        when = to_seconds(ticks)
+        if when < self._deadline:
+            self._deadline = when
+            if self._scope is not None:
+                self._scope.deadline = when
+
+    def poke(self) -> None:
+        self._poked = True
+        self._kick()
+
+    def check(self) -> None:
+        self._looking = True
+        self._kick()
+
+    def start(self, proc: Process[Any]) -> None:
+        self._group.start_soon(proc._body_simpy_trio, name=proc._name)
+
+    async def drive(self) -> None:
+        """The driver task: runs for the whole simulation."""
+        trio = trio_module()
+        core = self._core
+        assert core is not None
+        while True:
+            if self._looking:
+                # A task woken in this scheduler batch runs in the next one: look after it.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                if core.look():
+                    self._looking = core.active is not None
+                continue
+            if self._poked:
+                self._poked = False
+                core.pump()
+                continue
+            wake = self._wake = trio.Event()
+            with trio.CancelScope(deadline=self._deadline) as scope:
+                self._scope = scope
+                await wake.wait()
+            self._scope = None
+            if scope.cancelled_caught:
+                self._deadline = math.inf
+                core.pump()
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+class ConditionValue:
+    """What a condition (``a | b``, ``a & b``, :class:`AnyOf`, :class:`AllOf`) gives: the
+    operands that had happened when it was decided, with their values (SimPy's
+    ``ConditionValue``).
+
+    ``ev in result`` says whether an operand happened; ``result[ev]`` is its value;
+    ``result.todict()`` maps each to its value, in operand order.  Nested conditions are
+    flattened: the leaves are what you passed.
+    """
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self, pairs: list[tuple[Any, Any]] | None = None) -> None:
+        self._pairs: list[tuple[Any, Any]] = pairs if pairs is not None else []
+
+    @property
+    def events(self) -> list[Any]:
+        """The operands that happened, in operand order."""
+        return [kit for kit, _ in self._pairs]
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict(self._pairs)[key]  # a KeyError for an operand that did not happen
+
+    def __contains__(self, key: object) -> bool:
+        return any(kit is key for kit, _ in self._pairs)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def keys(self) -> Iterator[Any]:
+        return iter(self.events)
+
+    def values(self) -> Iterator[Any]:
+        return (value for _, value in self._pairs)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        return iter(list(self._pairs))
+
+    def todict(self) -> dict[Any, Any]:
+        return dict(self._pairs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ConditionValue):
+            return self._pairs == other._pairs
+        if isinstance(other, dict):
+            return self.todict() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<ConditionValue {self.todict()!r}>"
+
+
+class Condition(Event):
+    """SimPy's condition over events: decided when an operand is processed (``any``: the
+    first; ``all``: the last; a failed operand fails it), processed one step later, when its
+    value is built from every operand processed by then."""
+
+    __slots__ = ("_all", "_count", "_events")
+
+    def __init__(self, core: Core, events: tuple[Event, ...], all_: bool, kit: Any) -> None:
+        super().__init__(core, kit)
+        self._all = all_
+        self._events = events
+        self._count = 0
+        if not events:
+            self.succeed(ConditionValue())
+            return
+        check = self._check
+        for ev in events:
+            if ev.callbacks is None:
+                check(ev)
+            else:
+                ev.callbacks.append(check)
+        assert self.callbacks is not None
+        self.callbacks.append(self._build)
+
+    def _check(self, ev: Event) -> None:
+        if self._value is not PENDING:
+            return
+        self._count += 1
+        if not ev._ok:
+            ev._defused = True
+            self.fail(ev._value)
+        elif not self._all or self._count == len(self._events):
+            self.succeed()
+
+    def _populate(self, pairs: list[tuple[Any, Any]]) -> None:
+        for ev in self._events:
+            if isinstance(ev, Condition):
+                ev._populate(pairs)
+            elif ev.callbacks is None:
+                pairs.append((ev.kit, ev._value))
+
+    def _unhook(self) -> None:
+        check = self._check
+        for ev in self._events:
+            if ev.callbacks:
+                _discard(ev.callbacks, check)
+            if isinstance(ev, Condition):
+                ev._unhook()
+
+    def _build(self, _: Event) -> None:
+        self._unhook()
+        if self._ok:
+            pairs: list[tuple[Any, Any]] = []
+            self._populate(pairs)
+            self._value = ConditionValue(pairs)
+
+
+def check_event_kit(what: str, aw: object) -> None:
+    """An operand of a condition in ``order="simpy"`` must be one of the kit's awaitables."""
+    if not hasattr(aw, "_sp_event"):
+        raise InvalidTypeError(
+            f"{what} takes the kit's awaitables in order='simpy' (a sleep, a request, a get "
+            f"or put, a Signal, a Process, a condition), got {short(aw)} ({type(aw).__name__})"
+        )
