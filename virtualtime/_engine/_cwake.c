@@ -2044,7 +2044,7 @@ static PyObject *kit_sim_var = NULL;  /* _kit._SIM */
 static PyObject *kit_proc_var = NULL; /* _kit._PROC */
 static PyObject *kit_drop = NULL;     /* _sleep._drop_native */
 static PyObject *str_fast = NULL, *str_native = NULL, *str_env_loop = NULL, *str_pending = NULL,
-                *str_target = NULL, *str_ready = NULL, *str_unstarted = NULL,
+                *str_target = NULL, *str_ready = NULL,
                 *str_general = NULL, *str_final = NULL, *str_clock = NULL;
 
 typedef struct {
@@ -2396,7 +2396,7 @@ nap_abandon(KitNap *self)
 }
 
 /* Mirrors: send() of the generator _Sleep._await_general (virtualtime/sim/_sleep.py): its
-   ``yield from future`` and then ``while env._unstarted: yield``. */
+   ``yield from future``. */
 static PySendResult
 nap_send(KitNap *self, PyObject *arg, PyObject **presult)
 {
@@ -2453,16 +2453,6 @@ nap_send(KitNap *self, PyObject *arg, PyObject **presult)
         }
         Py_DECREF(res);
         self->state = 2;
-    }
-    /* SimPy's order: processes started at this instant run first. */
-    int unstarted = attr_true(self->env, str_unstarted);
-    if (unstarted != 0) {
-        if (unstarted < 0) {
-            nap_abandon(self);
-            return PYGEN_ERROR;
-        }
-        *presult = Py_NewRef(Py_None);
-        return PYGEN_NEXT;
     }
     if (nap_untarget(self) < 0) {
         return PYGEN_ERROR;
@@ -2568,6 +2558,9 @@ static PyTypeObject KitNap_Type = {
    large for a float) goes to the pure-Python sim.sleep, which makes it or raises as always. */
 static PyTypeObject *kit_sleep_type = NULL; /* _sleep._Sleep */
 static PyObject *kit_sleep_py = NULL;       /* the pure-Python sim.sleep */
+/* How many order="simpy" simulations are running (in any thread): while one is, every sleep
+   is made by the pure-Python sim.sleep, which starts a SimPy timeout when it is made. */
+static Py_ssize_t kit_exact = 0;
 static PyObject *kit_now_py = NULL;         /* the pure-Python sim.now */
 
 static PyObject *
@@ -2589,7 +2582,7 @@ kit_sleep(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
             plain = overflow == 0 && v >= 0;
         }
     }
-    if (!plain || kit_sleep_type == NULL) {
+    if (!plain || kit_sleep_type == NULL || kit_exact > 0) {
         if (kit_sleep_py == NULL) {
             PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup_kit() was not called");
             return NULL;
@@ -2634,6 +2627,21 @@ kit_now(PyObject *module, PyObject *unused)
     return res;
 }
 
+/* kit_exact_runs(delta): count order="simpy" simulations starting (+1) and ending (-1). */
+static PyObject *
+kit_exact_runs(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t delta = PyLong_AsSsize_t(arg);
+    if (delta == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    kit_exact += delta;
+    if (kit_exact < 0) {
+        kit_exact = 0;
+    }
+    return PyLong_FromSsize_t(kit_exact);
+}
+
 /* setup_kit(sim_var, proc_var, drop_native, sleep_type, py_sleep, py_now) */
 static PyObject *
 setup_kit(PyObject *module, PyObject *args)
@@ -2672,6 +2680,8 @@ static PyMethodDef methods[] = {
     {"run_ready", (PyCFunction)(void (*)(void))run_ready, METH_FASTCALL,
      "run_ready(popleft, ntodo, failed) -> None"},
     {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},
+    {"kit_exact_runs", (PyCFunction)kit_exact_runs, METH_O,
+     "kit_exact_runs(delta) -> running order='simpy' simulations"},
     {"setup_kit", (PyCFunction)setup_kit, METH_VARARGS,
      "setup_kit(sim_var, proc_var, drop_native, sleep_type, py_sleep, py_now)"},
     {"kit_sleep", (PyCFunction)(void (*)(void))kit_sleep, METH_FASTCALL | METH_KEYWORDS,
@@ -2717,7 +2727,6 @@ PyInit__cwake(void)
     str_pending = PyUnicode_InternFromString("_pending");
     str_target = PyUnicode_InternFromString("_target");
     str_ready = PyUnicode_InternFromString("_ready");
-    str_unstarted = PyUnicode_InternFromString("_unstarted");
     str_general = PyUnicode_InternFromString("_await_general");
     str_throw = PyUnicode_InternFromString("throw");
     str_close = PyUnicode_InternFromString("close");
@@ -2727,7 +2736,7 @@ PyInit__cwake(void)
         !str_vt_ticks || !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
         !str_result || !str_priority || !str_fast ||
         !str_native || !str_env_loop || !str_pending || !str_target || !str_ready ||
-        !str_unstarted || !str_general || !str_throw || !str_close || !str_final ||
+        !str_general || !str_throw || !str_close || !str_final ||
         !str_clock) {
         return NULL;
     }
