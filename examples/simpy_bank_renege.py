@@ -4,6 +4,8 @@ Covers:
 
 - Resources: ``sim.Resource`` held with ``with counter.request() as req``
 - Conditions: ``sim.first_of(req, sim.sleep(patience))`` -- served, or reneged
+- ``order="simpy"``: a port of a SimPy program runs in SimPy's event order, so it prints
+  what SimPy prints
 
 Scenario:
   A counter with a random service time and customers who renege.  Five customers arrive
@@ -55,4 +57,4 @@ async def main() -> None:
 if __name__ == "__main__":
     print("Bank renege")
     random.seed(RANDOM_SEED)
-    sim.simulate(main)
+    sim.simulate(main, order="simpy")

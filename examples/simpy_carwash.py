@@ -4,8 +4,8 @@ Covers:
 
 - Waiting for another process: ``await sim.start(carwash.wash(name))``
 - Resources: ``async with machines.request():``
-- ``order="simpy"``: a granted request still lets the other cars of the instant arrive
-  first, as in SimPy, so the lines come out in SimPy's order
+- ``order="simpy"``: a port of a SimPy program runs in SimPy's event order; here a
+  granted request still lets the other cars of the instant arrive first, as in SimPy
 
 Scenario:
   A carwash has two machines and a wash takes 5 minutes.  Four cars are there at the

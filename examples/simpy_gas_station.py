@@ -6,6 +6,8 @@ Covers:
 - Resources: ``sim.Resource`` (the pumps)
 - Containers: ``sim.Container`` (the station's tank), served strictly in order
 - Waiting for another process: the control process awaits the tank truck
+- ``order="simpy"``: a port of a SimPy program runs in SimPy's event order, so it prints
+  what SimPy prints
 
 Scenario:
   A gas station has two pumps sharing one 200 l tank.  Cars arrive every 30-300 s, take a
@@ -77,4 +79,4 @@ async def main() -> None:
 if __name__ == "__main__":
     print("Gas Station refuelling")
     random.seed(RANDOM_SEED)
-    sim.simulate(main, until=SIM_TIME)
+    sim.simulate(main, until=SIM_TIME, order="simpy")

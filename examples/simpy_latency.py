@@ -4,8 +4,9 @@ Covers:
 
 - Stores: ``sim.Store`` as the far end of a cable
 - A process per message in flight (``sim.start(cable.carry(value))``)
-- ``order="simpy"``: the run stops *before* events at exactly ``until`` (SimPy's rule),
-  so the message due at t=100 is not printed
+- ``order="simpy"``: a port of a SimPy program runs in SimPy's event order; here the
+  run stops *before* events at exactly ``until``, so the message due at t=100 is not
+  printed
 
 Scenario:
   A sender puts a message on a cable every 5 time units; the cable delivers each one 10

@@ -6,6 +6,8 @@ Covers:
 - Interrupts: ``process.interrupt()`` and ``except sim.Interrupt`` -- a breakdown in the
   middle of a part, which the machine survives
 - Resources: ``sim.PreemptiveResource`` -- a repair preempts the repairman's other job
+- ``order="simpy"``: a port of a SimPy program runs in SimPy's event order, so it prints
+  what SimPy prints
 
 Scenario:
   A workshop has ten identical machines and a stream of jobs that keeps them busy.  Each
@@ -105,7 +107,7 @@ async def main(machines: int) -> list[Machine]:
 if __name__ == "__main__":
     print("Machine shop")
     random.seed(RANDOM_SEED)
-    shop = sim.simulate(main, NUM_MACHINES, until=SIM_TIME)
+    shop = sim.simulate(main, NUM_MACHINES, until=SIM_TIME, order="simpy")
     assert shop is not None
     print(f"Machine shop results after {WEEKS} weeks")
     for machine in shop:

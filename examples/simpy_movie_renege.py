@@ -6,6 +6,8 @@ Covers:
 - Resources: ``sim.Resource`` (the ticket counter)
 - Signals: ``sim.Signal`` -- "this film is sold out", awaited by many
 - Conditions: ``sim.first_of(my_turn, sold_out)``
+- ``order="simpy"``: a port of a SimPy program runs in SimPy's event order, so it prints
+  what SimPy prints
 
 Scenario:
   A cinema has one ticket counter selling tickets for three films (next show only).
@@ -79,7 +81,7 @@ async def main() -> Theater:
 if __name__ == "__main__":
     print("Movie renege")
     random.seed(RANDOM_SEED)
-    theater = sim.simulate(main, until=SIM_TIME)
+    theater = sim.simulate(main, until=SIM_TIME, order="simpy")
     assert theater is not None
     for movie in MOVIES:
         if theater.sold_out[movie].triggered:

@@ -6,6 +6,8 @@ Covers:
 - Stores: ``sim.Store`` as a pipe between processes
 - Conditions: ``sim.all_of`` over the puts of a broadcast
 - Two simulations one after the other in one script
+- ``order="simpy"``: a port of a SimPy program runs in SimPy's event order, so it prints
+  what SimPy prints
 
 Scenario:
   A generator sends a time-stamped message every 6-10 time units; a consumer reads them

@@ -49,11 +49,31 @@ SIMPY_PORTS = sorted(EXAMPLES.glob("simpy_*.py"))
 
 
 @pytest.mark.parametrize("script", SIMPY_PORTS, ids=lambda p: p.stem)
+def test_the_simpy_ports_run_in_simpys_order(script: Path) -> None:
+    # A port of a SimPy program runs in SimPy's order, so it prints SimPy's output for any
+    # seed (tests/test_simpy_ports_seeds.py), not only for the published one.
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    runs = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "simulate"
+    ]
+    assert runs, f"{script.name} calls sim.simulate"
+    for run in runs:
+        orders = [k.value for k in run.keywords if k.arg == "order"]
+        assert len(orders) == 1, f"{script.name}, line {run.lineno}: no order= given"
+        assert isinstance(orders[0], ast.Constant), f"{script.name}, line {run.lineno}"
+        assert orders[0].value == "simpy", f"{script.name}, line {run.lineno}"
+
+
+@pytest.mark.parametrize("script", SIMPY_PORTS, ids=lambda p: p.stem)
 def test_the_simpy_ports_print_simpys_output_on_virtualtimes_trio_clock_too(
     script: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The kit's same-instant order (and order="simpy") is kept by virtualtime's trio clock as
-    # by the asyncio loop, so each port gives SimPy's published output there as well.
+    # order="simpy" is kept on trio as on asyncio, so each port gives SimPy's published
+    # output there as well.
     import functools
     import runpy
 
