@@ -49,6 +49,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import simpy
+
 FEATURES: Final[dict[str, str]] = {
     "zero_delays": "delays of 0 (and equal delays)",
     "fractions": "delays k/4 and k/8 (binary fractions: exact sums on both sides)",
@@ -1319,11 +1321,26 @@ def run_simpy(
     if transform is not None:
         source = transform(source)
     ns = _load(source, f"<simpy model {model.seed}>")
+    refused: list[str] = []  # SimPy's own refusals, even when another failure ends the run
+    interrupt = simpy.events.Process.interrupt
+
+    def watched(self: Any, cause: Any = None) -> None:
+        try:
+            interrupt(self, cause)
+        except RuntimeError as exc:
+            refused.append(str(exc))
+            raise
+
+    simpy.events.Process.interrupt = watched  # type: ignore[method-assign]
     try:
         with _time_limit(timeout):
             log: list[Any] = ns["run"]()
     except ModelTimeout as exc:
         return SimpyRun(list(ns["LOG"]), error=f"timeout: {exc}")
+    finally:
+        simpy.events.Process.interrupt = interrupt  # type: ignore[method-assign]
+    if any(text in said for said in refused for text in _SIMPY_CRASHES):
+        return SimpyRun(log, crash=True)
     last = log[-1] if log else ()
     if last and last[0] == "raised" and last[1] not in ("Boom", "Interrupt"):
         if last[1] == "RuntimeError" and any(text in last[2] for text in _SIMPY_CRASHES):

@@ -16,6 +16,7 @@ import pytest
 SNAPSHOT: dict[str, tuple[str, ...]] = {
     "virtualtime": (
         "DeadlockError",
+        "FellBehindError",
         "HistoryRecord",
         "InvalidTypeError",
         "InvalidValueError",

@@ -18,6 +18,7 @@ import virtualtime
 import virtualtime.trio
 from virtualtime import (
     DeadlockError,
+    FellBehindError,
     InvalidTypeError,
     InvalidValueError,
     RunawayError,
@@ -52,6 +53,7 @@ PENDING: dict[str, str] = {}
         (UsageError, RuntimeError),
         (DeadlockError, RuntimeError),
         (RunawayError, RuntimeError),
+        (FellBehindError, RuntimeError),
     ],
 )
 def test_each_error_is_a_virtualtime_error_and_its_builtin(

@@ -21,8 +21,7 @@ import trio
 
 import virtualtime
 import virtualtime.trio
-from virtualtime import LoopOptions, sim
-from virtualtime._options import FellBehindError
+from virtualtime import FellBehindError, LoopOptions, sim
 
 BACKENDS = ("asyncio", "trio")
 

@@ -203,6 +203,10 @@ def test_a_zero_sleep_is_first_in_first_out_with_work_made_ready_later() -> None
         sim.start(c())
 
     assert [e[1] for e in both(simpy_model, kit_model)[:3]] == ["a", "b", "c"]
+    # The default order on asyncio (row 8): the zero sleep goes through the timer heap, and
+    # the signal's waiter, made ready later at the instant, resumes first.
+    default = run_kit(kit_model, "asyncio", order="virtualtime")
+    assert [e[1] for e in default[:3]] == ["b", "a", "c"]
 
 
 # --------------------------------------------------------------------------- 3. failures

@@ -53,6 +53,7 @@ from ._engine._runner import run as run
 from ._options import LoopOptions as LoopOptions
 from ._options import configure as configure
 from ._shared._errors import DeadlockError as DeadlockError
+from ._shared._errors import FellBehindError as FellBehindError
 from ._shared._errors import InvalidTypeError as InvalidTypeError
 from ._shared._errors import InvalidValueError as InvalidValueError
 from ._shared._errors import RunawayError as RunawayError
@@ -63,6 +64,7 @@ from ._version import __version__ as __version__
 
 __all__: tuple[str, ...] = (
     "DeadlockError",
+    "FellBehindError",
     "HistoryRecord",
     "InvalidTypeError",
     "InvalidValueError",

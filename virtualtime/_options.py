@@ -31,7 +31,8 @@ from numbers import Real
 from typing import Any, Final, Literal, TypedDict
 
 from ._clocks._patch import check_wall_start
-from ._shared._errors import InvalidTypeError, InvalidValueError, VirtualTimeError
+from ._shared._errors import FellBehindError as FellBehindError
+from ._shared._errors import InvalidTypeError, InvalidValueError
 from ._shared._time import (
     NEVER,
     TICKS_PER_SECOND,
@@ -312,33 +313,6 @@ def from_call(
 # ------------------------------------------------------------ the rule of rate_strict
 # The error lives here for now, beside the option whose rule it reports; its home is the
 # error family (virtualtime._shared._errors), and the loop and the clock import it from here.
-
-
-class FellBehindError(VirtualTimeError, RuntimeError):
-    """A run paced with ``rate`` fell further behind real time than ``rate_strict`` allows.
-
-    Raised by a loop or clock made with ``rate_strict`` when a wake-up (a timer, a deadline,
-    a simulation's sleep) comes more than the allowed number of virtual seconds after the pace
-    said it was due -- the steps before it took more real time than the rate leaves them --
-    instead of letting the run carry on late.  It is a ``RuntimeError``, as SimPy's strict
-    real-time mode raises.  :attr:`due` is the virtual instant of that wake-up, :attr:`behind`
-    how many virtual seconds the run was behind (``behind / rate`` real seconds),
-    :attr:`allowed` the virtual seconds ``rate_strict`` allows and :attr:`rate` the rate.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        due: float = math.nan,
-        behind: float = math.nan,
-        allowed: float = math.nan,
-        rate: float = math.nan,
-    ) -> None:
-        super().__init__(message)
-        self.due = due
-        self.behind = behind
-        self.allowed = allowed
-        self.rate = rate
 
 
 def fell_behind(due: float, now: float, rate: float, strict: bool | float) -> FellBehindError:

@@ -249,7 +249,7 @@ class VirtualEventLoop(CycleMixin):
         Driving verbs still move time at once.  Settable at run time; the pacing re-anchors
         at the current instant, so the clock never jumps at the change.
     ``rate_strict`` (False)
-        With a ``rate``: raise :class:`~virtualtime._options.FellBehindError` (a
+        With a ``rate``: raise :class:`~virtualtime.FellBehindError` (a
         ``RuntimeError``) when the run falls behind real time by more than it allows --
         ``True`` one virtual second (``1 / rate`` real seconds: SimPy's ``strict=True``, with
         ``rate = 1 / factor``), a number that many virtual seconds.  The pace is then kept

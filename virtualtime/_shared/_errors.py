@@ -15,6 +15,8 @@ class                      also a                raised when
                                                  verb with no virtual loop running)
 :class:`DeadlockError`     ``RuntimeError``      nothing can ever happen again
 :class:`RunawayError`      ``RuntimeError``      the loop spins at one instant
+:class:`FellBehindError`   ``RuntimeError``      a run paced with ``rate`` fell further
+                                                 behind real time than ``rate_strict`` allows
 :class:`UnsupportedError`  ``RuntimeError``      this Python build lacks what a feature needs
                                                  (``patch_time`` on a free-threaded build, or
                                                  a CPython whose object layout changed)
@@ -27,8 +29,11 @@ Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "DeadlockError",
+    "FellBehindError",
     "InvalidTypeError",
     "InvalidValueError",
     "RunawayError",
@@ -95,3 +100,30 @@ class UnsupportedError(VirtualTimeError, RuntimeError):
     build, and a CPython whose builtin-function or method-descriptor layout no longer reads
     back as expected (checked before every write), instead of writing anything.
     """
+
+
+class FellBehindError(VirtualTimeError, RuntimeError):
+    """A run paced with ``rate`` fell further behind real time than ``rate_strict`` allows.
+
+    Raised by a loop or clock made with ``rate_strict`` when a wake-up (a timer, a deadline,
+    a simulation's sleep) comes more than the allowed number of virtual seconds after the pace
+    said it was due -- the steps before it took more real time than the rate leaves them --
+    instead of letting the run carry on late.  It is a ``RuntimeError``, as SimPy's strict
+    real-time mode raises.  :attr:`due` is the virtual instant of that wake-up, :attr:`behind`
+    how many virtual seconds the run was behind (``behind / rate`` real seconds),
+    :attr:`allowed` the virtual seconds ``rate_strict`` allows and :attr:`rate` the rate.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        due: float = math.nan,
+        behind: float = math.nan,
+        allowed: float = math.nan,
+        rate: float = math.nan,
+    ) -> None:
+        super().__init__(message)
+        self.due = due
+        self.behind = behind
+        self.allowed = allowed
+        self.rate = rate

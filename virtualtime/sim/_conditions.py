@@ -183,6 +183,9 @@ async def _all_of(*awaitables: Awaitable[Any]) -> list[Any]:
     if not env._fast:
         return await _all_of_anyio(env, awaitables)
     outer = env._new_waiter()
+    # An operand may fail it after the process stopped waiting (interrupted before it even
+    # waited): read then, so that asyncio does not report the exception as never retrieved.
+    outer.add_done_callback(_retrieve)
     waiters: list[Any] = []
     remaining = [len(awaitables)]
 

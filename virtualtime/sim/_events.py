@@ -79,11 +79,17 @@ def _check_operands(name: str, awaitables: tuple[Any, ...]) -> None:
             )
 
 
-def _abandon(cond: Condition, awaitables: tuple[Any, ...], events: list[Event]) -> None:
+def _abandon(
+    cond: Condition, awaitables: tuple[Any, ...], events: list[Event], exc: BaseException
+) -> None:
     """The wait on a condition ended otherwise (an interrupt, a failure, a cancellation):
-    the condition stops watching its operands, which are withdrawn in argument order."""
-    cond._unhook()
-    cond._defused = True
+    its operands are withdrawn in argument order.  After an interrupt the condition stays
+    as SimPy leaves it, watching its operands (one that fails later fails it, and a failure
+    nobody handles ends the run); after a cancellation, which SimPy does not have, it stops
+    watching them."""
+    if not isinstance(exc, Exception):
+        cond._unhook()
+        cond._defused = True
     for aw, ev in zip(awaitables, events, strict=True):
         withdraw(aw, ev)
 
@@ -96,8 +102,8 @@ def exact_first_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[An
     cond = Condition(core, tuple(events), False, None)
     try:
         got: ConditionValue = yield from core.wait(cond, None)
-    except BaseException:
-        _abandon(cond, awaitables, events)
+    except BaseException as exc:
+        _abandon(cond, awaitables, events, exc)
         raise
     winner = -1
     for index, ev in enumerate(events):
@@ -118,8 +124,8 @@ def exact_all_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any,
     cond = Condition(core, tuple(events), True, None)
     try:
         got: ConditionValue = yield from core.wait(cond, None)
-    except BaseException:
-        _abandon(cond, awaitables, events)
+    except BaseException as exc:
+        _abandon(cond, awaitables, events, exc)
         raise
     return [got[ev.kit] for ev in events]
 
