@@ -21,6 +21,7 @@ from .._shared._errors import InvalidTypeError, InvalidValueError
 from ._check import short
 from ._events import _kit_begin, _result_of, exact_all_of, exact_first_of
 from ._kit import (
+    _COMBINE,
     _DONE,
     _PENDING,
     _PROC,
@@ -95,12 +96,27 @@ class _Condition(Awaitable[T]):
 
     def __await__(self) -> Generator[Any, None, T]:
         env = _SIM.get(None)
-        if env is not None and env._core is not None:
-            # order="simpy": SimPy's AnyOf/AllOf, then the losers withdrawn (_events.py).
-            exact = exact_first_of if self._run is _first_of else exact_all_of
-            result: T = yield from exact(env, self._args)
-            return result
-        return (yield from self._run(*self._args).__await__())
+        proc = _PROC.get()
+        if proc is not None:
+            proc._cond = self  # what Process.target shows meanwhile
+        try:
+            if env is not None and env._core is not None:
+                # order="simpy": SimPy's AnyOf/AllOf, then the losers withdrawn (_events.py).
+                exact = exact_first_of if self._run is _first_of else exact_all_of
+                result: T = yield from exact(env, self._args)
+                return result
+            return (yield from self._run(*self._args).__await__())
+        finally:
+            if proc is not None:
+                proc._cond = None
+
+    def __or__(self, other: object) -> Any:
+        """``first_of(...) | b``: see :class:`~virtualtime.sim.AnyOf`."""
+        return _COMBINE[0](self, other, False)
+
+    def __and__(self, other: object) -> Any:
+        """``all_of(...) & b``: see :class:`~virtualtime.sim.AllOf`."""
+        return _COMBINE[0](self, other, True)
 
     def __repr__(self) -> str:
         return f"<{self._run.__name__.strip('_')} of {len(self._args)}>"

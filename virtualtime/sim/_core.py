@@ -111,6 +111,8 @@ class Event:
 class _Turns:
     """How the core hands the turn to a process's task on one backend, and keeps time."""
 
+    __slots__ = ()
+
     def park(self) -> Any:
         """A one-shot waiter a process suspends on until it is resumed."""
         raise NotImplementedError
@@ -206,13 +208,6 @@ class Core:
             self.schedule(ev, NORMAL, to_ticks(delay))
         return ev
 
-    def seconds(self) -> float:
-        return to_seconds(self.now)
-
-    def peek(self) -> float:
-        """The instant of the next event (``math.inf`` if none)."""
-        return to_seconds(self._heap[0][0]) if self._heap else math.inf
-
     # ------------------------------------------------------------------ the step
 
     def pump(self) -> None:
@@ -223,6 +218,9 @@ class Core:
         self._pumping = True
         try:
             self._pump()
+        except Exception as exc:  # a callback failed (a store's filter, a _do_get): SimPy's
+            self.closed = True  # run() raises it, so the run ends with it here
+            self._env._fail(exc)
         finally:
             self._pumping = False
 
@@ -296,7 +294,6 @@ class Core:
             ev._defused = True
         self.active = proc
         self._turn += 1
-        proc._resumed_by = ev
         parked = proc._parked_on
         if parked is None:
             self.turns.start(proc)

@@ -166,12 +166,9 @@ class _Operands(_Abandonable):
         left = [len(self._operands)]
         for aw in self._operands:
             waiter = _begin_operand(env, aw)
-            if waiter is None:
-                raise InvalidTypeError(
-                    f"{'&' if self._all else '|'} combines the kit's awaitables (a sleep, a "
-                    "request, a get or put, a Signal, a Process, a condition), got "
-                    f"{short(aw)} ({type(aw).__name__}); use first_of/all_of for others"
-                )
+            if waiter is None:  # a coroutine or another awaitable: it runs as a process
+                coro: Any = aw if inspect.iscoroutine(aw) else _awaiting(aw)
+                waiter = env.start(coro)._begin()
             self._waiters.append(waiter)
         if not self._operands:
             self._decide()

@@ -4,18 +4,25 @@ What every module of the kit shares lives here: the running simulation and proce
 (``_SIM``, ``_PROC``), the states of a kit operation, the one-shot waiters that stand in for
 futures on trio (:class:`_Waiter`, :class:`_QueuedWaiter`), :func:`_wait` -- a process's
 interruptible wait, which takes its operation back when it fails -- and the turns that keep
-asyncio's (or SimPy's) order on virtualtime's trio clock.  :class:`Signal` lives here too: it
-is the kit's simplest wait, nothing but a list of these waiters (and tests/test_public_api.py
-pins its module).  The rest of the kit builds on this module, never the other way round:
+asyncio's order on virtualtime's trio clock.  :class:`Signal` lives here too: it is the kit's
+simplest wait, nothing but a list of these waiters (and tests/test_public_api.py pins its
+module).  The rest of the kit builds on this module (and on ``_core``), laid out along SimPy's
+own seams:
 
-* ``_simulation`` -- :class:`Simulation`, :data:`ORDERS` and :func:`simulate`: running a model;
-* ``_process`` -- :class:`Process`, :class:`Interrupt`, :func:`start`, :func:`current_process`;
-* ``_sleep`` -- :func:`sleep` and :func:`now`, in pure Python and their compiled twins;
-* ``_ops`` -- the queued operation (a request, a get, a put) and what owners of queues share;
-* ``_resources`` -- :class:`Resource`, :class:`PriorityResource`, :class:`PreemptiveResource`;
-* ``_buffers`` -- :class:`Container`, :class:`Store`, :class:`FilterStore`,
-  :class:`PriorityStore`;
-* ``_conditions`` -- :func:`first_of` and :func:`all_of`.
+* core and processes: ``_simulation`` -- :class:`Simulation`, :data:`ORDERS` and
+  :func:`simulate`, SimPy's ``Environment``; ``_process`` -- :class:`Process`,
+  :class:`Interrupt`, :func:`start`, :func:`start_delayed`, :func:`current_process`; ``_sleep``
+  -- :func:`sleep` (SimPy's timeout) and :func:`now`, in pure Python and their compiled twins;
+  ``_core`` -- SimPy's event queue, which runs ``order="simpy"``;
+* events and conditions: ``_events`` -- ``|``, ``&``, :class:`AnyOf`, :class:`AllOf`,
+  :class:`ConditionValue`; ``_conditions`` -- :func:`first_of` and :func:`all_of`;
+* resources: ``_base`` -- :class:`BaseResource`, :class:`Put`, :class:`Get` and SimPy's way of
+  serving queues; ``_ops`` -- the queued operation every kit resource is made of;
+  ``_resources`` -- :class:`Resource`, :class:`PriorityResource`, :class:`PreemptiveResource`;
+* containers and stores: ``_buffers`` -- what they share; ``_containers`` --
+  :class:`Container`; ``_stores`` -- :class:`Store`, :class:`FilterStore`,
+  :class:`PriorityStore`, :class:`PriorityItem`;
+* statistics: ``_stats`` -- :class:`TimeSeries`, :class:`Tally`, :class:`Summary`.
 
 A model is ordinary async code.  A :class:`Simulation` (or :func:`simulate`, its one-call
 entry point) runs *processes* -- coroutines started with :func:`start` -- and the kit's
@@ -45,10 +52,11 @@ process -- and nothing raises.
 
 Ordering
 --------
-Everything the kit wakes is woken through the loop in first-in first-out order, so a run is
-deterministic on asyncio -- and on virtualtime's trio clock, which queues the kit's wake-ups
-itself.  Where SimPy's order differs, ``order="simpy"`` gives SimPy's (see :data:`ORDERS` and
-docs/coming-from-simpy.md for the table).
+In the default order everything the kit wakes is woken through the loop in first-in
+first-out order, so a run is deterministic on asyncio -- and on virtualtime's trio clock, which
+queues the kit's wake-ups itself.  ``order="simpy"`` is SimPy's order exactly, on both
+backends: it runs SimPy's event queue (``_core``), and the processes take turns (see
+:data:`ORDERS` and docs/coming-from-simpy.md for the rules and the table of differences).
 
 The fast path
 -------------
@@ -61,7 +69,8 @@ loop sleeps are ``call_later`` timers.  On trio the kit uses trio's own primitiv
 anyio's wrappers; a sleep on virtualtime's trio clock is one of the clock's kit waits
 (virtualtime/trio/_park.py: parked on the clock, or no wait at all when nothing else can happen
 first), on another trio clock a ``trio.CancelScope`` deadline.
-The behaviour is the same on all of them.  trio randomises the order of same-instant wake-ups
+The behaviour is the same on all of them (the default order's same-instant order aside, see
+docs/coming-from-simpy.md, row 19).  trio randomises the order of same-instant wake-ups
 by design; on virtualtime's trio clock the kit queues its own wake-ups (starts, sleeps,
 interrupts, settled waiters: :class:`_QueuedWaiter`) on the clock instead, first come first
 served, so a model runs in asyncio's order there too.  On other trio clocks: trio's order.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -78,6 +79,7 @@ class Process(_Abandonable, Generic[T]):
     """
 
     __slots__ = (
+        "_cond",
         "_coro",
         "_delayed",
         "_env",
@@ -88,7 +90,6 @@ class Process(_Abandonable, Generic[T]):
         "_parked_on",
         "_pending",
         "_resume_cb",
-        "_resumed_by",
         "_scope",
         "_sp",
         "_state",
@@ -104,6 +105,7 @@ class Process(_Abandonable, Generic[T]):
         self._env = env
         self._coro: Coroutine[Any, Any, T] | None = coro
         self._delayed: Coroutine[Any, Any, Any] | None = None  # start_delayed's, until started
+        self._cond: Any = None  # the first_of/all_of it awaits (for target)
         self._name = name if name is not None else getattr(coro, "__qualname__", "process")
         self._state = _PENDING
         self._value: Any = None
@@ -116,11 +118,10 @@ class Process(_Abandonable, Generic[T]):
         self._scope: Any = None  # a trio.CancelScope, on trio
         self._parked: Any = None  # its sleep parked on virtualtime's trio clock, if it is in one
         # order="simpy" (virtualtime/sim/_core.py): the process's SimPy event, the callback that
-        # resumes it, the waiter it is parked on and the event that resumed it last.
+        # resumes it and the waiter it is parked on.
         self._sp: Event | None = None
         self._resume_cb: Any = None
         self._parked_on: Any = None
-        self._resumed_by: Event | None = None
         if env._simpy:
             core = env._core
             self._sp = Event(core, self)
@@ -140,10 +141,16 @@ class Process(_Abandonable, Generic[T]):
     def target(self) -> Any:
         """The kit awaitable the process waits on now (a sleep, a request, a signal...), or
         None while it runs or waits on something that is not the kit's (SimPy's ``target``)."""
+        if self._cond is not None:
+            return self._cond
         if self._sp is not None:
             target = self._target
             return None if target is None else target.kit
-        return self._target_op if self._target is not None else None
+        if self._target is None:
+            return None
+        op = self._target_op
+        inner = getattr(op, "_signal", None) or getattr(op, "_proc", None)  # a wait's undo
+        return inner if inner is not None else op
 
     @property
     def is_alive(self) -> bool:
@@ -505,10 +512,15 @@ def start_delayed(
     the starter gives the started :class:`Process`.  ``delay`` must be > 0.  Use it for
     arrivals planned ahead (a shift that begins at 8:00) without a process of your own.
     """
-    env = _current("sim.start_delayed()")
-    delay = check_positive("delay", delay)
-    if name is not None:
-        check_name("name", name)
+    try:
+        env = _current("sim.start_delayed()")
+        delay = check_positive("delay", delay)
+        if name is not None:
+            check_name("name", name)
+    except BaseException:
+        if inspect.iscoroutine(coro):
+            coro.close()  # refused: it never runs, and must not warn that it was never awaited
+        raise
 
     async def starter() -> Process[T]:
         from ._sleep import sleep

@@ -122,13 +122,13 @@ class Request(_Op):
             self._resource._withdraw(self)
 
     def cancel(self) -> None:
-        """Leave the queue if not granted yet (SimPy's ``cancel``).  In the default order a
-        granted request is released too (the same as :meth:`release`)."""
+        """Leave the queue if not granted yet (SimPy's ``cancel``); nothing once granted
+        (release it for that)."""
         if self._ev is not None:
             if not self.triggered:
                 self._resource._exact_withdraw(self)
-            return
-        self.release()
+        elif self._state == _PENDING:
+            self._resource._withdraw(self)
 
     def _sp_withdraw(self) -> None:
         """order="simpy": released if granted (SimPy's ``res.release(req)``), else cancelled."""

@@ -43,14 +43,15 @@ T = TypeVar("T")
 ORDERS: Final = ("virtualtime", "simpy")
 """The two orders a :class:`Simulation` can run in.
 
-``"virtualtime"`` (default): a new process starts behind what is already ready at its
-instant; an operation that can complete at once (a free resource, an item in a store) does
-not suspend; ``until=T`` runs everything due at ``T`` (as ``run_until`` and ``--until`` do).
-``"simpy"``: a new process runs before anything else due at its instant; every kit await
-suspends once even when it could complete at once; ``until=T`` stops before anything due at
-exactly ``T``.  On trio, ``"simpy"`` needs virtualtime's trio clock (another clock is a
-:class:`~virtualtime.UsageError` on entering the simulation): only its queue can put a new
-process ahead of what is already due.
+``"virtualtime"`` (default): the order that costs nothing on asyncio -- a new process starts
+behind what is already ready at its instant; an operation that can complete at once (a free
+resource, an item in a store) does not suspend; a put or release serves the waiting at once;
+``until=T`` runs everything due at ``T`` (as ``run_until`` and ``--until`` do).
+``"simpy"``: SimPy 4's order exactly, on asyncio and on any trio clock alike -- SimPy's event
+queue runs the model (starts and interrupts first at their instant, a put or release served
+when it is processed, conditions resumed a step later, ``until=T`` stopping before anything due
+at exactly ``T``), and the processes take turns.  Use it for models ported from SimPy, or
+whenever one log on both backends matters.  docs/coming-from-simpy.md lists every difference.
 """
 
 
@@ -90,7 +91,9 @@ class Simulation:
         self._started = 0.0
         self._park: Any = None  # on virtualtime's trio clock: the clock (its kit waits)
         self._core: Any = None  # order="simpy": SimPy's event core (virtualtime/sim/_core.py)
-        self.on_step: Callable[[], object] | None = None
+        # order="simpy": called after every event the core processes (the differential
+        # test checks the kit's invariants there: tests/simpy_models.py).
+        self._on_step: Callable[[], object] | None = None
 
     @property
     def order(self) -> str:
@@ -157,7 +160,7 @@ class Simulation:
         exact_runs(1)
 
     def _stepped(self) -> None:
-        hook = self.on_step
+        hook = self._on_step
         if hook is not None:
             hook()
 
@@ -317,6 +320,10 @@ class Simulation:
         nobody waits for any more, as in SimPy); processes blocked for ever are a
         :class:`~virtualtime.DeadlockError` from the loop (see :func:`simulate`'s
         ``end_when_idle``).  A process that failed with nobody awaiting it is raised here.
+
+        In ``order="simpy"`` the model runs as soon as the simulation is open, and a ``run``
+        that stopped at ``until`` leaves it paused there until the next ``run`` -- as SimPy's
+        environment processes events only inside ``run()``.
         """
         if _is_event(until):
             return await self._run_until_event(until)
