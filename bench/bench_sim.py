@@ -72,7 +72,7 @@ ARRIVAL = 0.9
 SERVICE = 1.0
 
 
-def mm1_kit(n: int, backend: str = "asyncio") -> Result:
+def mm1_kit(n: int, backend: str = "asyncio", order: str = "virtualtime") -> Result:
     def run() -> tuple[int, object]:
         rng = random.Random(1)
         done = [0]
@@ -88,7 +88,7 @@ def mm1_kit(n: int, backend: str = "asyncio") -> Result:
                 sim.start(customer(server, rng.expovariate(SERVICE)))
                 await sim.sleep(rng.expovariate(ARRIVAL))
 
-        sim.simulate(source, backend=backend)
+        sim.simulate(source, backend=backend, order=order)
         return n, done[0]
 
     return _cpu(run)
@@ -159,13 +159,13 @@ def mm1_simpy(n: int) -> Result:
 SHOP_SCALE = 10
 
 
-def shop_kit(scale: int, backend: str = "asyncio") -> Result:
+def shop_kit(scale: int, backend: str = "asyncio", order: str = "virtualtime") -> Result:
     shop: Any = importlib.import_module("simpy_machine_shop")
 
     def run() -> tuple[int, object]:
         random.seed(shop.RANDOM_SEED)
         machines = sim.simulate(
-            shop.main, shop.NUM_MACHINES, until=shop.SIM_TIME * scale, backend=backend
+            shop.main, shop.NUM_MACHINES, until=shop.SIM_TIME * scale, backend=backend, order=order
         )
         assert machines is not None
         parts = [m.parts_made for m in machines]
@@ -412,6 +412,20 @@ def build(args: argparse.Namespace) -> list[Row]:
                 "SimPy",
             ),
             Row(label, "kit, trio", "customer", lambda: mm1_kit(n, "trio"), "SimPy"),
+            Row(
+                label,
+                'kit, asyncio, order="simpy"',
+                "customer",
+                lambda: mm1_kit(n, "asyncio", "simpy"),
+                "SimPy",
+            ),
+            Row(
+                label,
+                'kit, trio, order="simpy"',
+                "customer",
+                lambda: mm1_kit(n, "trio", "simpy"),
+                "SimPy",
+            ),
         ]
     if "shop" in want:
         label = f"Machine Shop x{scale} ({4 * scale} weeks)"
@@ -419,6 +433,20 @@ def build(args: argparse.Namespace) -> list[Row]:
             Row(label, "SimPy", "part", lambda: shop_simpy(scale)),
             Row(label, "kit, asyncio", "part", lambda: shop_kit(scale), "SimPy", 2.0),
             Row(label, "kit, trio", "part", lambda: shop_kit(scale, "trio"), "SimPy"),
+            Row(
+                label,
+                'kit, asyncio, order="simpy"',
+                "part",
+                lambda: shop_kit(scale, "asyncio", "simpy"),
+                "SimPy",
+            ),
+            Row(
+                label,
+                'kit, trio, order="simpy"',
+                "part",
+                lambda: shop_kit(scale, "trio", "simpy"),
+                "SimPy",
+            ),
         ]
     if "timer" in want:
         for distinct in (False, True):

@@ -392,3 +392,31 @@ def test_a_filter_that_raises_while_the_queue_is_served_ends_the_run(backend: st
     with pytest.raises(LookupError, match="cannot judge"):
         run(main, backend, "simpy")
     assert seen == []
+
+
+def test_a_process_awaiting_outside_the_kit_lets_the_model_go_on(backend: str) -> None:
+    """order="simpy": a process that awaits something that is not the kit's while it has the
+    turn is let go adrift -- the others carry on -- and rejoins the order at its next kit
+    wait."""
+    import anyio
+
+    log: list[tuple[float, str]] = []
+
+    async def outsider() -> None:
+        log.append((sim.now(), "out"))
+        await anyio.sleep(5)
+        log.append((sim.now(), "back"))
+        await sim.sleep(1)
+        log.append((sim.now(), "rejoined"))
+
+    async def insider() -> None:
+        for _ in range(3):
+            await sim.sleep(2)
+            log.append((sim.now(), "in"))
+
+    async def main() -> None:
+        sim.start(outsider())
+        sim.start(insider())
+
+    run(main, backend, "simpy")
+    assert log == [(0, "out"), (2, "in"), (4, "in"), (5, "back"), (6, "in"), (6, "rejoined")]

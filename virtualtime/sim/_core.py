@@ -16,8 +16,11 @@ the *turn*.  Resuming a process hands it the turn; the process gives it back whe
 a kit event again (or ends), and the queue carries on from the callback after the one that
 resumed it -- so asyncio and trio, whose schedulers differ, give one and the same order.  A
 process that awaits something outside the kit (``anyio.sleep``, a socket) while holding the
-turn is found there one scheduler round later and let go *adrift*: the model carries on
-without it, and it rejoins the order at its next kit wait.
+turn is let go *adrift* as it suspends (its coroutine runs under a watch,
+``_process._holding_turn``): the model carries on without it, and it rejoins the order at its
+next kit wait.  On the virtual asyncio loop a process that gives the turn back when nothing else
+can happen before the next event moves the clock there in place (the loop's ``_vt_jump_to``,
+as the kit's sleeps do) instead of taking a loop round for a timer.
 
 :class:`Core` is the queue and the turn; :class:`Event` the SimPy event (callbacks, value,
 ``ok``, ``defused``); :class:`Condition` and :class:`ConditionValue` SimPy's conditions.  The
@@ -40,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._shared._errors import InvalidTypeError, UsageError
 from .._shared._time import to_seconds, to_ticks
 from ._check import short
-from ._fast import trio_module
+from ._fast import jump_to, trio_module
 
 if TYPE_CHECKING:
     from ._process import Process
@@ -125,10 +128,11 @@ class _Turns:
         """Call ``core.pump()`` soon, from the loop (not from the caller's stack)."""
         raise NotImplementedError
 
-    def check(self) -> None:
-        """After the process just resumed has had its scheduler step, see whether it still
-        holds the turn (then it waits on something outside the kit)."""
-        raise NotImplementedError
+    def jump(self, ticks: int, proc: Process[Any]) -> bool:
+        """Move the clock to ``ticks`` in place, from ``proc``'s task as it gives the turn
+        back, when the loop's next round would do only that (then the queue goes on at once);
+        False: arm the timer instead."""
+        return False
 
     def start(self, proc: Process[Any]) -> None:
         """Start the process's task; it holds the turn when it first runs."""
@@ -151,7 +155,6 @@ class Core:
         "_heap",
         "_i",
         "_pumping",
-        "_ran",
         "_ticks",
         "_turn",
         "active",
@@ -178,7 +181,6 @@ class Core:
         self.now = ticks()
         self.active: Process[Any] | None = None
         self._turn = 0  # how many times the turn has been handed over
-        self._ran = 0  # the hand-over after which the process holding the turn last ran
         self._cbs: list[Callback] | None = None
         self._ev: Event | None = None
         self._i = 0
@@ -210,21 +212,22 @@ class Core:
 
     # ------------------------------------------------------------------ the step
 
-    def pump(self) -> None:
+    def pump(self, caller: Process[Any] | None = None) -> None:
         """Process events in SimPy's order until a process has the turn, the next event is
-        later than now (the timer is armed for it), the run is paused, or nothing is left."""
+        later than now (the timer is armed for it, or -- from ``caller``'s task, about to
+        wait -- the clock moves there in place), the run is paused, or nothing is left."""
         if self._pumping or self.active is not None or self.paused or self.closed:
             return
         self._pumping = True
         try:
-            self._pump()
+            self._pump(caller)
         except Exception as exc:  # a callback failed (a store's filter, a _do_get): SimPy's
             self.closed = True  # run() raises it, so the run ends with it here
             self._env._fail(exc)
         finally:
             self._pumping = False
 
-    def _pump(self) -> None:
+    def _pump(self, caller: Process[Any] | None) -> None:
         heap = self._heap
         env = self._env
         while True:
@@ -252,8 +255,10 @@ class Core:
                 return
             when = heap[0][0]
             if when > self.now and when > self._ticks():
-                self.turns.arm(when)
-                return
+                if caller is None or not self.turns.jump(when, caller):
+                    self.turns.arm(when)
+                    return
+                caller = None  # one jump per hand-over: the loop keeps its rounds
             when, _, _, ev = heapq.heappop(heap)
             self.now = when
             env._last = to_seconds(when)
@@ -300,31 +305,19 @@ class Core:
         else:
             proc._parked_on = None
             parked.set_result(ev)
-        self.turns.check()
 
     def give_back(self, proc: Process[Any]) -> None:
         """``proc`` waits again, or has ended: the queue carries on."""
         if self.active is proc:
             self.active = None
+            self.pump(proc)
+
+    def let_go(self, proc: Process[Any]) -> None:
+        """``proc`` awaits something that is not the kit's while it has the turn: it goes on
+        adrift, outside the order, and rejoins it at its next kit wait."""
+        if self.active is proc:
+            self.active = None
             self.pump()
-
-    def ran(self) -> None:
-        """The process holding the turn runs now (for :meth:`look`)."""
-        self._ran = self._turn
-
-    def look(self) -> bool:
-        """Called a scheduler round after a hand-over: True when settled (nobody holds the
-        turn, or a process was let go adrift); False when the process resumed has not run
-        yet (trio may run it later in its batch: look again)."""
-        proc = self.active
-        if proc is None:
-            return True
-        if self._ran != self._turn:
-            return False
-        # It ran, and still holds the turn: it waits on something that is not the kit's.
-        self.active = None
-        self.pump()
-        return True
 
     def wait(self, ev: Event, withdraw: Callable[[], object] | None) -> Generator[Any, None, Any]:
         """Await ``ev`` from the current task: SimPy's ``yield ev`` in a process.
@@ -358,7 +351,6 @@ class Core:
                 self.give_back(proc)
                 raise
             proc._target = None
-            self.ran()
             if got is not ev:  # an interruption
                 if withdraw is not None:
                     withdraw()
@@ -396,8 +388,12 @@ class _Parked:
         self._value = value
         self._event.set()
 
+    def done(self) -> bool:
+        return bool(self._event.is_set())
+
     def __await__(self) -> Generator[Any, None, Any]:
-        yield from self._event.wait().__await__()
+        if not self._event.is_set():  # resumed already: no checkpoint (it would look foreign)
+            yield from self._event.wait().__await__()
         return self._value
 
 
@@ -433,15 +429,10 @@ class AsyncioTurns(_Turns):
         assert self._core is not None
         self._loop.call_soon(self._core.pump)
 
-    def check(self) -> None:
-        # Behind the resumed task's step in the ready queue (FIFO): it has run by then.
-        self._loop.call_soon(self._look)
-
-    def _look(self) -> None:
-        core = self._core
-        assert core is not None
-        if not core.look():
-            self._loop.call_soon(self._look)
+    def jump(self, ticks: int, proc: Process[Any]) -> bool:
+        # The loop's contract with a wait that skips its round (_vt_jump_to): nothing ready,
+        # nothing due first, nothing outside; from the task that is about to wait.
+        return jump_to(self._loop, ticks, proc._task)
 
     def start(self, proc: Process[Any]) -> None:
         proc._task = self._loop.create_task(proc._body_simpy(), name=proc._name)
@@ -455,13 +446,12 @@ class AsyncioTurns(_Turns):
 class TrioTurns(_Turns):
     """The turn on trio: a driver task keeps the timer and looks after each hand-over."""
 
-    __slots__ = ("_core", "_deadline", "_group", "_looking", "_poked", "_scope", "_wake")
+    __slots__ = ("_core", "_deadline", "_group", "_poked", "_scope", "_wake")
 
     def __init__(self, group: Any) -> None:
         self._group = group
         self._core: Core | None = None
         self._deadline = math.inf
-        self._looking = False
         self._poked = False
         self._scope: Any = None
         self._wake: Any = None
@@ -486,10 +476,6 @@ class TrioTurns(_Turns):
         self._poked = True
         self._kick()
 
-    def check(self) -> None:
-        self._looking = True
-        self._kick()
-
     def start(self, proc: Process[Any]) -> None:
         self._group.start_soon(proc._body_simpy_trio, name=proc._name)
 
@@ -499,12 +485,6 @@ class TrioTurns(_Turns):
         core = self._core
         assert core is not None
         while True:
-            if self._looking:
-                # A task woken in this scheduler batch runs in the next one: look after it.
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                if core.look():
-                    self._looking = core.active is not None
-                continue
             if self._poked:
                 self._poked = False
                 core.pump()

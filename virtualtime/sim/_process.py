@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import itertools
+import types
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -241,14 +242,13 @@ class Process(_Abandonable, Generic[T]):
             _SIM.set(env)
         _PROC.set(self)
         core = env._core
-        core.ran()
         coro = self._coro
         if coro is None:  # cancelled before it started
             core.give_back(self)
             return
         self._coro = None
         try:
-            value = await coro
+            value = await _holding_turn(core, self, coro)
             pending = self._pending
             if pending:  # kept for a kit wait that never came: raised at the end (as above)
                 raise pending.pop(0)
@@ -489,6 +489,33 @@ class _Unjoin(_Abandonable):
         joiners = self._proc._joiners
         if joiners is not None and self._waiter in joiners:
             joiners.remove(self._waiter)
+
+
+@types.coroutine
+def _holding_turn(
+    core: Any, proc: Process[Any], coro: Coroutine[Any, Any, T]
+) -> Generator[Any, Any, T]:
+    """Run ``coro`` as ``await coro`` would, watching each suspension: one made while the
+    process still has the turn is a wait on something that is not the kit's (a kit wait gives
+    the turn back first), and the model must not wait for it -- the process is let go adrift
+    (``Core.let_go``) at that moment."""
+    send = coro.send
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            yielded = send(value) if error is None else coro.throw(error)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        if core.active is proc:
+            core.let_go(proc)
+        try:
+            value = yield yielded
+            error = None
+        except BaseException as exc:  # a cancellation, or a throw from the loop: passed on
+            value = None
+            error = exc
 
 
 # --------------------------------------------------------------------------- module functions
