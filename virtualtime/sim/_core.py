@@ -242,13 +242,8 @@ class Core:
                     if self.active is not None or self.paused or self.closed:
                         return
                 self._cbs = self._ev = None
-                if not ev._ok and not ev._defused:
-                    # SimPy: "failed events are never silently ignored".
-                    self.closed = True
-                    env._fail(ev._value)
+                if not self._stepped(ev):
                     return
-                if self.on_step is not None:
-                    self.on_step()
             if not heap:
                 if not env._live:
                     env._core_idle()
@@ -268,12 +263,19 @@ class Core:
                 self._cbs = cbs
                 self._ev = ev
                 self._i = 0
-            elif not ev._ok and not ev._defused:
-                self.closed = True
-                env._fail(ev._value)
+            elif not self._stepped(ev):
                 return
-            elif self.on_step is not None:
-                self.on_step()
+
+    def _stepped(self, ev: Event) -> bool:
+        """The step of ``ev`` is over: a failure nothing handled ends the run (SimPy: "failed
+        events are never silently ignored"); False then."""
+        if not ev._ok and not ev._defused:
+            self.closed = True
+            self._env._fail(ev._value)
+            return False
+        if self.on_step is not None:
+            self.on_step()
+        return True
 
     def run(self) -> None:
         """Un-pause: ``Simulation.run`` is running."""

@@ -94,22 +94,27 @@ def _abandon(
         withdraw(aw, ev)
 
 
-def exact_first_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any, None, Any]:
-    """:func:`~virtualtime.sim.first_of` in ``order="simpy"``: ``AnyOf``, then the winner is
-    the first operand (in argument order) that had happened, and the others are withdrawn."""
+def _decided(
+    env: Simulation, awaitables: tuple[Any, ...], all_: bool
+) -> Generator[Any, None, tuple[list[Event], ConditionValue]]:
+    """Wait on SimPy's ``AllOf``/``AnyOf`` of ``awaitables``: their events and its value;
+    every operand withdrawn if the wait ends otherwise."""
     events = [event_of(env, aw) for aw in awaitables]
     core = env._core
-    cond = Condition(core, tuple(events), False, None)
+    cond = Condition(core, tuple(events), all_, None)
     try:
         got: ConditionValue = yield from core.wait(cond, None)
     except BaseException as exc:
         _abandon(cond, awaitables, events, exc)
         raise
-    winner = -1
-    for index, ev in enumerate(events):
-        if ev.kit in got:
-            winner = index
-            break
+    return events, got
+
+
+def exact_first_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any, None, Any]:
+    """:func:`~virtualtime.sim.first_of` in ``order="simpy"``: ``AnyOf``, then the winner is
+    the first operand (in argument order) that had happened, and the others are withdrawn."""
+    events, got = yield from _decided(env, awaitables, False)
+    winner = next(index for index, ev in enumerate(events) if ev.kit in got)
     for index, aw in enumerate(awaitables):
         if index != winner:
             withdraw(aw, events[index])
@@ -119,14 +124,7 @@ def exact_first_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[An
 def exact_all_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any, None, Any]:
     """:func:`~virtualtime.sim.all_of` in ``order="simpy"``: ``AllOf``; if it fails (or the
     process is interrupted), every operand is withdrawn, in argument order."""
-    events = [event_of(env, aw) for aw in awaitables]
-    core = env._core
-    cond = Condition(core, tuple(events), True, None)
-    try:
-        got: ConditionValue = yield from core.wait(cond, None)
-    except BaseException as exc:
-        _abandon(cond, awaitables, events, exc)
-        raise
+    events, got = yield from _decided(env, awaitables, True)
     return [got[ev.kit] for ev in events]
 
 
