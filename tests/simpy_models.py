@@ -2036,3 +2036,32 @@ def explain(
         )
     title = f"model {model.seed}: {kind} on {backend or 'both'}, order={order!r}"
     return f"{kind}: {signature(model, left, right)}", format_pair(model, left, right, names, title)
+
+
+SHRINK_SECONDS: Final = 5.0
+SHRUNK_CHUNKS: Final = 3
+"""Failing chunks (per kind of test) whose first failure a test shrinks; later ones show it
+unshrunk."""
+
+_shrunk: dict[str, int] = {}
+
+
+def chunk_report(verdicts: list[Verdict], test: str, *, backends_must_agree: bool = True) -> str:
+    """For a test's chunk of models: every failing seed, and the first failure as a pair of
+    programs (shrunk to a minimal one in the first few failing chunks); "" if none failed."""
+    lines: list[str] = []
+    first: tuple[Verdict, str, str] | None = None
+    for verdict in verdicts:
+        for kind, backend, text in verdict.failures(backends_must_agree=backends_must_agree):
+            lines.append(f"seed {verdict.model.seed}: {kind} {backend}: {text}")
+            if first is None:
+                first = (verdict, kind, backend)
+    if first is None:
+        return ""
+    verdict, kind, backend = first
+    _shrunk[test] = done = _shrunk.get(test, 0) + 1
+    shrink_it = done <= SHRUNK_CHUNKS
+    _, pair = explain(verdict, kind, backend, shrink_it=shrink_it, seconds=SHRINK_SECONDS)
+    note = "shrunk" if shrink_it else "not shrunk (bench/simpy_campaign.py --shrink does it)"
+    header = f"{len(lines)} failures in order={verdict.order!r}; the first, {note}:"
+    return "\n".join([header, *lines[:40], "", pair])

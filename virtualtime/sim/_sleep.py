@@ -307,7 +307,13 @@ def sleep(delay: float, value: Any = None) -> KitAwaitable[Any]:
     if _EXACT[0]:
         env = _SIM.get(None)
         if env is not None and env._core is not None:
-            return _ExactSleep(env, _check_sleep(delay), value)
+            if (
+                type(delay) not in _NUMBERS
+                or not delay >= 0
+                or (type(delay) is int and delay > _MAX_FLOAT)
+            ):
+                delay = _check_sleep(delay)
+            return _ExactSleep(env, delay, value)
     if value is not None:
         return _value_sleep(delay, value)
     if type(delay) not in _NUMBERS or not delay >= 0 or (type(delay) is int and delay > _MAX_FLOAT):
