@@ -128,7 +128,7 @@ def exact_all_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any,
     return [got[ev.kit] for ev in events]
 
 
-class _Operands(_Abandonable):
+class _Combined(_Abandonable):
     """A condition of the kit's, in either order (what ``a | b`` makes)."""
 
     __slots__ = ("_all", "_env", "_ev", "_operands", "_outer", "_pairs", "_waiters")
@@ -197,7 +197,7 @@ class _Operands(_Abandonable):
 
     def _collect(self, pairs: list[tuple[Any, Any]]) -> None:
         for aw, waiter in zip(self._operands, self._waiters, strict=True):
-            if isinstance(aw, _Operands):
+            if isinstance(aw, _Combined):
                 aw._collect(pairs)
             elif waiter.done() and not waiter.cancelled():
                 try:
@@ -240,7 +240,7 @@ class _Operands(_Abandonable):
         return f"<{type(self).__name__} of {len(self._operands)} {state}>"
 
 
-class AnyOf(_Operands):
+class AnyOf(_Combined):
     """A condition that happens when any of ``awaitables`` has (SimPy's ``AnyOf`` and ``|``).
 
     ``result = await sim.AnyOf(req, sim.sleep(5))`` (or ``await (req | sim.sleep(5))``) gives a
@@ -255,7 +255,7 @@ class AnyOf(_Operands):
         super().__init__(awaitables, False)
 
 
-class AllOf(_Operands):
+class AllOf(_Combined):
     """A condition that happens when all of ``awaitables`` have (SimPy's ``AllOf`` and ``&``);
     gives a :class:`ConditionValue`.  A failed operand fails it at once."""
 
@@ -265,7 +265,7 @@ class AllOf(_Operands):
         super().__init__(awaitables, True)
 
 
-def combine(left: object, right: object, all_: bool) -> _Operands:
+def combine(left: object, right: object, all_: bool) -> _Combined:
     """``left | right`` / ``left & right`` on kit awaitables."""
     if not isinstance(right, Awaitable):
         raise InvalidTypeError(
@@ -314,6 +314,6 @@ def _begin_operand(env: Simulation, aw: object) -> Waiter | None:
 
 def _kit_begin(aw: object) -> Waiter | None:
     """A kit operand begun in place (its waiter), or None for another awaitable."""
-    if isinstance(aw, _Op | _Sleep | Signal | Process | _Operands):
+    if isinstance(aw, _Op | _Sleep | Signal | Process | _Combined):
         return aw._begin()
     return None
