@@ -255,8 +255,7 @@ class Core:
                     return
                 caller = None  # one jump per hand-over: the loop keeps its rounds
             when, _, _, ev = heapq.heappop(heap)
-            self.now = when
-            env._last = to_seconds(when)
+            self.now = when  # (the simulation reads its last instant from here)
             cbs = ev.callbacks
             ev.callbacks = None
             if cbs:

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeVar
 import anyio
 
 from .._shared._errors import DeadlockError, InvalidTypeError, InvalidValueError, UsageError
-from .._shared._time import check_bool, to_ticks
+from .._shared._time import check_bool, to_seconds, to_ticks
 from ._check import HORIZON, check_name, check_number, short
 from ._core import AsyncioTurns, Core, TrioTurns
 from ._fast import current_library as _current_library
@@ -173,8 +173,8 @@ class Simulation:
     async def __aexit__(self, *exc_info: object) -> None:
         core = self._core
         if core is not None:
-            if not core.closed:
-                self._last = self._clock()
+            # Closed already by a failure: the run ended at that event's instant.
+            self._last = self._clock() if not core.closed else to_seconds(core.now)
             core.close()
             exact_runs(-1)
         else:
@@ -664,7 +664,8 @@ def _simulate(
     except DeadlockError:
         if not end_when_idle:
             raise
-        env._final = env._last
+        # SimPy's rule: the run ended when nothing was left -- at the last event processed.
+        env._final = env._last if env._core is None else to_seconds(env._core.now)
     if event is not None:
         return reached[0] if reached else None
     if not holder:
