@@ -611,3 +611,67 @@ def test_until_is_exclusive_in_simpy_order_and_inclusive_by_default(backend: str
         (2, "at two"),
         ("end", 2),
     ]
+
+
+# --------------------------------------------------------------------------- rows 20 and 21
+
+
+def test_a_sleep_made_before_it_is_awaited_starts_when_made_in_simpy_order() -> None:
+    def simpy_model(env: simpy.Environment, log: Log) -> None:
+        def main() -> Generator[Any, Any, None]:
+            later = env.timeout(2)
+            yield env.timeout(1)
+            yield later
+            log.append((env.now, "both done"))
+
+        env.process(main())
+
+    async def kit_model(log: Log) -> None:
+        later = sim.sleep(2)
+        await sim.sleep(1)
+        await later
+        log.append((sim.now(), "both done"))
+
+    assert both(simpy_model, kit_model)[0] == (2, "both done")
+    for backend in BACKENDS:  # the default order: a sleep starts when awaited
+        assert run_kit(kit_model, backend, order="virtualtime")[0] == (3, "both done")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_between_runs_the_model_waits_in_simpy_order_and_runs_by_default(backend: str) -> None:
+    import anyio
+
+    import virtualtime
+
+    async def scenario(order: str) -> Log:
+        log: Log = []
+
+        async def sleeper() -> None:
+            await sim.sleep(1.5)
+            log.append((sim.now(), "woke"))
+
+        async def late() -> None:
+            log.append((sim.now(), "late start"))
+
+        async with sim.Simulation(order=order) as env:
+            sim.start(sleeper())
+            await env.run(until=1)
+            assert env.now == 1.0
+            sim.start(late())  # the simulation goes on after a run: it has not ended
+            await anyio.sleep(1)  # time the runner spends outside run()
+            log.append((sim.now(), "between"))
+            await env.run(until=3)
+        return log
+
+    assert virtualtime.anyio_run(scenario, "virtualtime", backend=backend) == [
+        (1.0, "late start"),
+        (1.5, "woke"),
+        (2.0, "between"),
+    ]
+    # SimPy's rule: events are processed only inside run(): the wake-up due at 1.5 waits for
+    # the next run, which processes it at once (the clock already reads 2).
+    assert virtualtime.anyio_run(scenario, "simpy", backend=backend) == [
+        (2.0, "between"),
+        (2.0, "late start"),
+        (2.0, "woke"),
+    ]

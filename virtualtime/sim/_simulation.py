@@ -85,6 +85,7 @@ class Simulation:
         self._failure: BaseException | None = None
         self._halt: Waiter | None = None
         self._final: float | None = None
+        self._stopped_at: float | None = None  # the until of the last run(), if it had one
         self._last = 0.0
         self._token: Any = None
         self._entered = False
@@ -180,7 +181,8 @@ class Simulation:
         else:
             self._last = self._clock()
         if self._final is None:
-            self._final = self._last
+            stopped = self._stopped_at
+            self._final = stopped if stopped is not None else self._last
         try:
             await self._cancel_all()
         finally:
@@ -366,8 +368,9 @@ class Simulation:
             if driver is not None and not driver.done():
                 driver.cancel()
         self._raise_failure()
-        if until is not None:
-            self._final = until
+        # ``now`` reads the clock, at ``until`` now; the simulation's end, if it ends next,
+        # is ``until`` exactly (see __aexit__).  A later run() goes on from here.
+        self._stopped_at = until
         return None
 
     def _pause(self, halt: Waiter) -> None:
@@ -379,6 +382,7 @@ class Simulation:
     async def _run_until_event(self, until: Any) -> Any:
         """``run(until=process_or_signal)``: run until it has happened; its value."""
         self._raise_failure()
+        self._stopped_at = None
         halt = self._halt = self._new_waiter()
         core = self._core
         waiter: Any = None
