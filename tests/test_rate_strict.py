@@ -158,8 +158,9 @@ def test_asyncio_a_model_too_slow_for_the_rate_raises() -> None:
         virtualtime.run(two_tasks(HEAVY), rate=FAST, rate_strict=True)
     check_error(caught.value, FAST, 1.0)
     assert "rate_strict=True allows one virtual second, SimPy's strict rule" in str(caught.value)
-    # The step burned 20 ms: about 20 virtual seconds at rate 1000.
-    assert caught.value.behind > 10
+    # One of the model's own wake-ups came late: each 20 ms step is about 20 virtual seconds
+    # at rate 1000 (on a loaded machine the first, at 0.1, may already be a second late).
+    assert round(caught.value.due, 9) in {0.1, 0.2, 0.3, 0.4, 0.5}
 
 
 def test_asyncio_a_model_the_rate_leaves_time_for_runs_through() -> None:
@@ -190,7 +191,7 @@ def test_asyncio_lateness_adds_up_over_steps_each_within_the_allowance() -> None
         virtualtime.run(creeping(), rate=FAST, rate_strict=30)
     check_error(caught.value, FAST, 30.0)
     assert "rate_strict=30.0 allows 30 virtual s (0.03 real s at this rate)" in str(caught.value)
-    assert 3 <= len(steps) < 40
+    assert len(steps) < 40  # (about the tenth; a loaded machine's hiccup may trip it sooner)
     steps.clear()
     virtualtime.run(creeping(), rate=FAST)
     assert len(steps) == 40
@@ -241,17 +242,18 @@ def test_trio_a_periodic_timer_whose_action_outlasts_its_period_raises() -> None
 
 
 def test_trio_a_jump_starts_the_pace_afresh() -> None:
-    # The sleep is passed over by 50 virtual seconds, far more than the 20 allowed (which
-    # leave room for the selector's millisecond ticks: 1 virtual second each at this rate).
+    # The sleep is passed over by 290 virtual seconds, far more than the 100 allowed (which
+    # leave room for the selector's millisecond ticks, 1 virtual second each at this rate, and
+    # for a loaded machine's hiccups: 100 ms of real time).
     async def main() -> float:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.sleep, 10)
             await trio.sleep(0.5)
-            virtualtime.trio.VirtualClock.jump(_clock(), 60)
+            virtualtime.trio.VirtualClock.jump(_clock(), 300)
             await trio.sleep(0.5)
         return trio.current_time()
 
-    assert virtualtime.trio.run(main, rate=FAST, rate_strict=20) > 60
+    assert virtualtime.trio.run(main, rate=FAST, rate_strict=100) > 300
 
 
 def _clock() -> virtualtime.trio.VirtualClock:
@@ -288,16 +290,16 @@ def test_anyio_run_raises_when_behind_and_not_when_kept(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_anyio_run_a_driving_verb_starts_the_pace_afresh(backend: str) -> None:
-    # As for the trio clock's jump: 50 virtual seconds passed over, 20 allowed.
+    # As for the trio clock's jump: 290 virtual seconds passed over, 100 allowed.
     async def main() -> float:
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.sleep, 10)
             await anyio.sleep(0.5)
-            await virtualtime.fast_forward(60)
+            await virtualtime.fast_forward(300)
             await anyio.sleep(0.5)
         return anyio.current_time()
 
-    assert virtualtime.anyio_run(main, backend=backend, rate=FAST, rate_strict=20) > 60
+    assert virtualtime.anyio_run(main, backend=backend, rate=FAST, rate_strict=100) > 300
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
