@@ -242,11 +242,6 @@ class _Buffer:
     def _dispatch(self, gets: bool = True) -> None:
         raise NotImplementedError
 
-    def _record(self) -> None:
-        stats = self._stats
-        assert stats is not None
-        stats.level.record(self._size())
-
     def _completed(self, op: _Op, waits: Tally, value: Any) -> None:
         if type(op) is _GiveBack:
             op._state = _OVER  # nobody awaits it, and it is no put of the model's

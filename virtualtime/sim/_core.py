@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from .._shared._errors import InvalidTypeError, UsageError
+from .._shared._errors import UsageError
 from .._shared._time import to_seconds, to_ticks
 from ._check import short
 from ._fast import jump_to, trio_module
@@ -615,12 +615,3 @@ class Condition(Event):
             pairs: list[tuple[Any, Any]] = []
             self._populate(pairs)
             self._value = ConditionValue(pairs)
-
-
-def check_event_kit(what: str, aw: object) -> None:
-    """An operand of a condition in ``order="simpy"`` must be one of the kit's awaitables."""
-    if not hasattr(aw, "_sp_event"):
-        raise InvalidTypeError(
-            f"{what} takes the kit's awaitables in order='simpy' (a sleep, a request, a get "
-            f"or put, a Signal, a Process, a condition), got {short(aw)} ({type(aw).__name__})"
-        )

@@ -209,7 +209,6 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         # whose current_statistics() the cached limit came from, and waits since a round.
         self._kit: list[tuple[int, int, _park.Parked]] = []
         self._kit_count = 0
-        self._kit_first = 0  # places taken ahead of the others (_park.reserve_first)
         self._kit_dead = 0  # entries of cancelled or woken-early waits still in the heap
         self._kit_busy = 0  # busy loop turns in a row with a kit wait due (_park.busy_turn)
         # The toolkit's own tasks (a vehicle's driver) parked since the last idle question:
@@ -353,7 +352,6 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
     _vt_arrive = _park.arrive
     _vt_fresh = _park.fresh
     _vt_reserve = _park.reserve
-    _vt_reserve_first = _park.reserve_first
     _vt_hold = _park.hold
     _vt_release = _park.release
     _vt_turn = _park.turn

@@ -93,7 +93,6 @@ __all__ = [
     "queue_now",
     "release",
     "reserve",
-    "reserve_first",
     "sleep",
     "turn",
     "wake_next",
@@ -110,9 +109,6 @@ instant spelled in floats (trio computes ``now + delay``): it fires first."""
 
 PATIENCE: Final = 8
 """Busy loop turns in a row, with a kit wait due, after which :func:`busy_turn` wakes it."""
-
-_FIRST: Final = 1 << 62
-""":func:`reserve_first`'s places are below every ordinary place (which count up from 1)."""
 
 _PRUNE_AT: Final = 256
 """Dead heap entries (cancelled or woken-early waits) tolerated before pruning, if they are
@@ -261,16 +257,6 @@ def reserve(clock: Any) -> int:
     clock._kit_count += 1
     count: int = clock._kit_count
     return count
-
-
-def reserve_first(clock: Any) -> int:
-    """A place ahead of every wait queued at its instant by :func:`reserve` or in the usual
-    way, and behind the places taken with this function before: a process started in
-    SimPy's order runs before everything else due at its instant (first come, first served
-    among such processes)."""
-    clock._kit_first += 1
-    first: int = clock._kit_first - _FIRST
-    return first
 
 
 def park(
