@@ -2,11 +2,19 @@
 
 Every system runs the same program: ``K`` tasks (processes, for SimPy), each sleeping ``M``
 times for durations drawn from one seeded :class:`random.Random`, so ``N = K * M`` wake-ups.
-Durations are whole multiples of a grid (1 ms by default; ``--grid-us`` changes it) between
-the grid and 1 s, so the exact end time is known in integer nanoseconds: the largest per-task
-sum.  Each runner times only the work (task creation + running the
-schedule to completion), not interpreter start-up, imports or drawing the durations, and
-reports the clock value it ended at so the harness can check exactness.
+Two workloads:
+
+* ``grid`` (:func:`make_workload`): durations are whole multiples of a grid (1 ms by default;
+  ``--grid-us`` changes it) between the grid and 1 s, so the exact end time is known in
+  integer nanoseconds: the largest per-task sum.  Each runner times only the work (task
+  creation + running the schedule to completion): the loop, environment or clock is made
+  before the stopwatch starts.
+* ``expo`` (:func:`make_expo_workload`, issue 38): durations drawn with
+  ``expovariate(1.0)`` (mean 1 s, any float), and the stopwatch also covers making the loop
+  (environment, clock) and closing it: the whole run as a user's program pays it.
+
+Neither times interpreter start-up, imports or drawing the durations; each runner reports the
+clock value it ended at so the harness can check exactness.
 
 A system whose package is missing (or, for virtualtime, whose loop has not been written yet)
 raises :class:`Unavailable`; the harness prints the reason in the table instead of crashing.
@@ -21,6 +29,7 @@ import asyncio
 import gc
 import heapq
 import importlib
+import math
 import random
 import resource
 import selectors
@@ -37,6 +46,7 @@ __all__ = [
     "System",
     "Unavailable",
     "Workload",
+    "make_expo_workload",
     "make_workload",
     "memory_check",
     "MEMORY_KEYS",
@@ -61,17 +71,24 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class Workload:
-    """``tasks`` x ``sleeps`` durations, as integer microseconds and as float seconds.
+    """``tasks`` x ``sleeps`` durations, as float seconds and as whole nanoseconds.
 
-    The float form is ``us / 1e6`` (the float nearest the exact decimal), which is what a
-    user would write; every system gets exactly these floats.
+    ``seconds`` is what every system is given (the same floats for all).  ``ticks`` is each
+    of those delays as virtualtime's loop counts it: ``max(1, round(d * 1e9))`` nanoseconds.
+    On the grid workload the floats are ``us / 1e6`` (the float nearest the exact decimal,
+    what a user would write) and the ticks are exactly ``us * 1000``.
+
+    ``time_setup``: the runner's stopwatch also covers making (and closing) the loop,
+    environment or clock, not just creating the tasks and running them (the expo workload).
     """
 
     tasks: int
     sleeps: int
     seed: int
-    micros: list[list[int]]
+    ticks: list[list[int]]
     seconds: list[list[float]]
+    kind: str = "grid"
+    time_setup: bool = False
 
     @property
     def n(self) -> int:
@@ -80,13 +97,23 @@ class Workload:
 
     @property
     def expected_ns(self) -> int:
-        """Exact end time in integer nanoseconds: the longest task's total."""
-        return max(sum(row) for row in self.micros) * NS_PER_US
+        """Exact end time in integer nanoseconds: the longest task's total of ``ticks``."""
+        return max(sum(row) for row in self.ticks)
 
     @property
     def expected_seconds(self) -> float:
         """The float nearest :attr:`expected_ns` (what an exact clock must read at the end)."""
         return self.expected_ns / NS_PER_S
+
+    @property
+    def real_end_seconds(self) -> float:
+        """The float nearest the exact real sum of the longest task's float delays.
+
+        What a clock that adds the delays without rounding them to nanoseconds would end at
+        if its arithmetic were exact (``math.fsum`` is correctly rounded, and rounding keeps
+        order, so the largest rounded sum is the rounded largest sum).
+        """
+        return max(math.fsum(row) for row in self.seconds)
 
 
 def make_workload(tasks: int, sleeps: int, seed: int, grid_us: int = DEFAULT_GRID_US) -> Workload:
@@ -106,7 +133,41 @@ def make_workload(tasks: int, sleeps: int, seed: int, grid_us: int = DEFAULT_GRI
     steps = MAX_US // grid_us
     micros = [[rng.randint(1, steps) * grid_us for _ in range(sleeps)] for _ in range(tasks)]
     seconds = [[us / 1e6 for us in row] for row in micros]
-    return Workload(tasks=tasks, sleeps=sleeps, seed=seed, micros=micros, seconds=seconds)
+    ticks = [[us * NS_PER_US for us in row] for row in micros]
+    return Workload(tasks=tasks, sleeps=sleeps, seed=seed, ticks=ticks, seconds=seconds)
+
+
+def delay_ticks(delay: float) -> int:
+    """``delay`` seconds in whole nanoseconds, rounded as virtualtime's loop rounds a delay.
+
+    ``max(1, round(delay * 1e9))``: the pure-Python path's ``round(delay * TICKS_PER_SECOND)``
+    and the compiled core's ``nearbyint(delay * 1e9)`` agree (both round half to even on the
+    same float product), and a positive delay is at least one nanosecond.
+    """
+    return max(1, round(delay * NS_PER_S))
+
+
+def make_expo_workload(tasks: int, sleeps: int, seed: int) -> Workload:
+    """Issue 38's workload: ``random.Random(seed).expovariate(1.0)`` durations (mean 1 s).
+
+    Drawn task by task, in order, from one generator; the setup is timed (``time_setup``).
+    """
+    if tasks < 1:
+        raise ValueError(f"tasks must be >= 1, got {tasks!r}")
+    if sleeps < 1:
+        raise ValueError(f"sleeps must be >= 1, got {sleeps!r}")
+    rng = random.Random(seed)
+    seconds = [[rng.expovariate(1.0) for _ in range(sleeps)] for _ in range(tasks)]
+    ticks = [[delay_ticks(d) for d in row] for row in seconds]
+    return Workload(
+        tasks=tasks,
+        sleeps=sleeps,
+        seed=seed,
+        ticks=ticks,
+        seconds=seconds,
+        kind="expo",
+        time_setup=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -151,6 +212,10 @@ class System:
     package: str
     pure: bool = False
     """Run the child with ``VIRTUALTIME_PURE_PYTHON=1``: virtualtime's pure-Python path."""
+    ns_delays: bool = False
+    """Each delay becomes whole nanoseconds (virtualtime's asyncio loop, the heapq floor): on
+    the expo workload its exact end is :attr:`Workload.expected_ns`; a row without it (a
+    float clock: SimPy, trio, looptime) is checked against :attr:`Workload.real_end_seconds`."""
 
 
 # --------------------------------------------------------------------------- asyncio family
@@ -171,8 +236,13 @@ def _run_asyncio(
         return loop.time()
 
     gc.collect()
-    with asyncio.Runner(loop_factory=factory) as runner, _Stopwatch() as watch:
-        final = runner.run(main())
+    if workload.time_setup:
+        # The stopwatch outside: making the loop and closing it are timed too.
+        with _Stopwatch() as watch, asyncio.Runner(loop_factory=factory) as runner:
+            final = runner.run(main())
+    else:
+        with asyncio.Runner(loop_factory=factory) as runner, _Stopwatch() as watch:
+            final = runner.run(main())
     return Measurement(watch.cpu, watch.wall, final if check_time else None)
 
 
@@ -233,12 +303,20 @@ def run_virtualtime_sleep(workload: Workload) -> Measurement:
 
 
 def run_anyio(workload: Workload) -> Measurement:
-    """``anyio.sleep(d)`` tasks in a task group on ``virtualtime.new_event_loop()``."""
+    """``anyio.sleep(d)`` tasks in a task group on ``virtualtime.new_event_loop()``.
+
+    The grid workload calls ``anyio.run`` with the loop factory; the expo workload (setup
+    timed) enters through ``virtualtime.anyio_run``, the documented shorthand for the same
+    call, as a program would (its option check is then timed too).
+    """
     try:
         import anyio
     except ImportError as exc:
         raise Unavailable("not installed") from exc
     factory = _virtualtime_factory()
+    runner: Callable[[Callable[[], Coroutine[Any, Any, float]]], float] | None = getattr(
+        _virtualtime_module(), "anyio_run", None
+    )
 
     async def sleeper(durations: Sequence[float]) -> None:
         for delay in durations:
@@ -252,7 +330,10 @@ def run_anyio(workload: Workload) -> Measurement:
 
     gc.collect()
     with _Stopwatch() as watch:
-        final = anyio.run(main, backend="asyncio", backend_options={"loop_factory": factory})
+        if workload.time_setup and runner is not None:
+            final = runner(main)
+        else:
+            final = anyio.run(main, backend="asyncio", backend_options={"loop_factory": factory})
     return Measurement(watch.cpu, watch.wall, final)
 
 
@@ -260,7 +341,8 @@ def run_heapq_floor(workload: Workload) -> Measurement:
     """The floor: a bare heap of (time, seq, task) and generators, no event loop at all.
 
     What any discrete-event engine in Python must at least do per wake-up: push an entry, pop
-    it, resume a generator.  Integer-microsecond time, so the end time is exact.
+    it, resume a generator.  Integer-nanosecond time (the workload's ``ticks``, rounded as
+    virtualtime rounds a delay), so the end time is exact.
     """
     heap: list[tuple[int, int, Generator[int, None, None]]] = []
 
@@ -271,7 +353,7 @@ def run_heapq_floor(workload: Workload) -> Measurement:
     gc.collect()
     with _Stopwatch() as watch:
         seq = 0
-        for row in workload.micros:
+        for row in workload.ticks:
             gen = process(row)
             push(heap, (next(gen), seq, gen))
             seq += 1
@@ -282,7 +364,7 @@ def run_heapq_floor(workload: Workload) -> Measurement:
                 push(heap, (now + delay, seq, gen))
                 seq += 1
                 break
-    return Measurement(watch.cpu, watch.wall, now / 1e6)
+    return Measurement(watch.cpu, watch.wall, now / NS_PER_S)
 
 
 def run_asyncio_floor(workload: Workload) -> Measurement:
@@ -345,16 +427,17 @@ def run_simpy(workload: Workload) -> Measurement:
     except ImportError as exc:
         raise Unavailable("not installed") from exc
 
-    env = simpy.Environment()
-
-    def process(durations: Sequence[float]) -> Generator[Any, Any, None]:
+    def process(env: Any, durations: Sequence[float]) -> Generator[Any, Any, None]:
         for delay in durations:
             yield env.timeout(delay)
 
     gc.collect()
+    env = None if workload.time_setup else simpy.Environment()
     with _Stopwatch() as watch:
+        if env is None:
+            env = simpy.Environment()
         for row in workload.seconds:
-            env.process(process(row))
+            env.process(process(env, row))
         env.run()
     return Measurement(watch.cpu, watch.wall, float(env.now))
 
@@ -376,10 +459,10 @@ def _run_trio_clock(workload: Workload, make_clock: Callable[[], Any]) -> Measur
                 nursery.start_soon(sleeper, row)
         return trio.current_time()
 
-    clock = make_clock()
     gc.collect()
+    clock = None if workload.time_setup else make_clock()
     with _Stopwatch() as watch:
-        final = trio.run(main, clock=clock)
+        final = trio.run(main, clock=make_clock() if clock is None else clock)
     return Measurement(watch.cpu, watch.wall, final)
 
 
@@ -415,6 +498,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         "`asyncio.sleep(d)` tasks on `virtualtime.new_event_loop()` (defaults)",
         run_virtualtime,
         "virtualtime",
+        ns_delays=True,
     ),
     System(
         "virtualtime-history",
@@ -422,6 +506,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         "same, with the bounded dispatch history recording every wake-up",
         run_virtualtime_history,
         "virtualtime",
+        ns_delays=True,
     ),
     System(
         "virtualtime-sleep",
@@ -429,6 +514,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         "`virtualtime.sleep(d)` (priority-aware sleep) on the same loop",
         run_virtualtime_sleep,
         "virtualtime",
+        ns_delays=True,
     ),
     System(
         "virtualtime-pure",
@@ -437,6 +523,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         run_virtualtime,
         "virtualtime",
         pure=True,
+        ns_delays=True,
     ),
     System(
         "virtualtime-sleep-pure",
@@ -445,6 +532,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         run_virtualtime_sleep,
         "virtualtime",
         pure=True,
+        ns_delays=True,
     ),
     System(
         "anyio",
@@ -452,6 +540,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         "`anyio.sleep(d)` tasks in a task group, asyncio backend on the virtual loop",
         run_anyio,
         "anyio",
+        ns_delays=True,
     ),
     System(
         "anyio-pure",
@@ -460,6 +549,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         run_anyio,
         "anyio",
         pure=True,
+        ns_delays=True,
     ),
     System(
         "heapq-floor",
@@ -467,6 +557,7 @@ SYSTEMS: Final[tuple[System, ...]] = (
         "a bare `heapq` of (time, seq, generator): push, pop, resume -- the least any engine does",
         run_heapq_floor,
         "heapq",
+        ns_delays=True,
     ),
     System(
         "asyncio-floor",
