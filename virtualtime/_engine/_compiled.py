@@ -58,6 +58,7 @@ COMPILED: Final = _core is not None
 """Is the loop running on its compiled core?  (False: the pure-Python path.)"""
 _core_fire: Final = None if _core is None else _core.fire
 _core_run_ready: Final = None if _core is None else _core.run_ready
+_core_plain_rounds: Final = None if _core is None else _core.plain_rounds
 core_push_after: Final = None if _core is None else _core.push_after
 """``push_after(heap, next_seq, ticks, delay, priority, item) -> seq``, or None: the entry
 :meth:`VirtualEventLoop._vt_wake_after` pushes, in one C call (the sim kit's sleeps use it)."""

@@ -29,6 +29,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <math.h>
 #include <structmember.h>
 
@@ -477,26 +478,14 @@ future_outcome(PyObject *future)
    sleep timers: a dead native sleep was never counted) were dropped, and the latest float
    deadline (see call_at) -- ``seconds`` or more.  */
 /* Mirrors: the pop loop of CycleMixin._run_once (virtualtime/_engine/_cycle.py). */
-static PyObject *
-fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The body of fire(): pops and fires every entry due at or before ``now``; ``*seconds`` (a
+   strong reference, replaced when a later float deadline is seen) and the two counts are
+   updated.  0, or -1 with an error set. */
+static int
+fire_due(PyObject *heap, PyObject *now, PyObject **seconds_ref, PyObject *append,
+         Py_ssize_t *fired_out, Py_ssize_t *dead_out)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "fire() takes 4 arguments");
-        return NULL;
-    }
-    if (waiter_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
-        return NULL;
-    }
-    PyObject *heap = args[0];
-    PyObject *now = args[1];
-    PyObject *seconds = Py_NewRef(args[2]);
-    PyObject *append = args[3];
-    if (!PyList_CheckExact(heap)) {
-        PyErr_SetString(PyExc_TypeError, "fire(): heap must be a list");
-        Py_DECREF(seconds);
-        return NULL;
-    }
+    PyObject *seconds = *seconds_ref;
     Py_ssize_t fired = 0, dead = 0;
     while (PyList_GET_SIZE(heap) > 0) {
         PyObject *head = PyList_GET_ITEM(heap, 0);
@@ -619,10 +608,39 @@ fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
     }
-    return Py_BuildValue("nnN", fired, dead, seconds);
+    *seconds_ref = seconds;
+    *fired_out = fired;
+    *dead_out = dead;
+    return 0;
 error:
-    Py_DECREF(seconds);
-    return NULL;
+    *seconds_ref = seconds;
+    *fired_out = fired;
+    *dead_out = dead;
+    return -1;
+}
+
+static PyObject *
+fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "fire() takes 4 arguments");
+        return NULL;
+    }
+    if (waiter_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
+        return NULL;
+    }
+    if (!PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "fire(): heap must be a list");
+        return NULL;
+    }
+    PyObject *seconds = Py_NewRef(args[2]);
+    Py_ssize_t fired = 0, dead = 0;
+    if (fire_due(args[0], args[1], &seconds, args[3], &fired, &dead) < 0) {
+        Py_DECREF(seconds);
+        return NULL;
+    }
+    return Py_BuildValue("nnN", fired, dead, seconds);
 }
 
 /* --------------------------------------------------------------------------- ready */
@@ -1339,6 +1357,8 @@ static PyTypeObject DictFlag_Type = {
    KeyboardInterrupt propagate, leaving the rest queued.  Other handles run their _run(). */
 /* Mirrors: the last loop of CycleMixin._run_once (_cycle.py), which runs the ready queue;
    failures go to CycleMixin._vt_callback_failed as there. */
+static int run_ready_n(PyObject *popleft, Py_ssize_t ntodo, PyObject *failed);
+
 static PyObject *
 run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1350,16 +1370,24 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
         return NULL;
     }
-    PyObject *popleft = args[0];
     Py_ssize_t ntodo = PyLong_AsSsize_t(args[1]);
     if (ntodo == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *failed = args[2];
+    if (run_ready_n(args[0], ntodo, args[2]) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The body of run_ready(): 0, or -1 with an error set. */
+static int
+run_ready_n(PyObject *popleft, Py_ssize_t ntodo, PyObject *failed)
+{
     for (Py_ssize_t i = 0; i < ntodo; i++) {
         PyObject *handle = PyObject_CallNoArgs(popleft);
         if (handle == NULL) {
-            return NULL;
+            return -1;
         }
         if (!PyObject_TypeCheck(handle, timer_type->tp_base) &&
             !PyObject_TypeCheck(handle, soon_type)) {
@@ -1367,7 +1395,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *res = PyObject_CallMethodNoArgs(handle, str_run);
             Py_DECREF(handle);
             if (res == NULL) {
-                return NULL;
+                return -1;
             }
             Py_DECREF(res);
             continue;
@@ -1377,7 +1405,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (is_cancelled) {
             Py_DECREF(handle);
             if (is_cancelled < 0) {
-                return NULL;
+                return -1;
             }
             continue;
         }
@@ -1385,7 +1413,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *res = PyObject_CallMethodNoArgs(handle, str_run);
             Py_DECREF(handle);
             if (res == NULL) {
-                return NULL;
+                return -1;
             }
             Py_DECREF(res);
             continue;
@@ -1396,7 +1424,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (context == NULL || callback == NULL || cargs == NULL || !PyTuple_Check(cargs)) {
             PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: a broken lean handle");
             Py_DECREF(handle);
-            return NULL;
+            return -1;
         }
         Py_INCREF(context);
         Py_INCREF(callback);
@@ -1419,7 +1447,7 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (PyErr_ExceptionMatches(PyExc_SystemExit) ||
             PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
             Py_DECREF(handle);
-            return NULL;
+            return -1;
         }
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
@@ -1433,13 +1461,331 @@ run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(tb);
         Py_DECREF(handle);
         if (report == NULL) {
-            return NULL;
+            return -1;
         }
         Py_DECREF(report);
     }
-    Py_RETURN_NONE;
+    return 0;
 }
 
+
+
+/* ------------------------------------------------------------------------- rounds */
+
+static PyObject *str_vt_plain = NULL, *str_stopping = NULL, *str_vt_drives = NULL,
+                *str_vt_rearmed = NULL, *str_vt_beyond = NULL, *str_vt_now = NULL,
+                *str_vt_instant_count = NULL, *str_vt_max_instant = NULL, *str_vt_fired = NULL,
+                *str_cancelled = NULL, *str_calm_at = NULL, *str_changes = NULL,
+                *str_vt_runaway = NULL, *str_vt_selector = NULL, *str_registered = NULL,
+                *str_scan_at = NULL;
+
+/* A loop field that is an exact int, as a C long long: 1 and *out, or 0 if it is not one (or
+   is too large: the caller then leaves the round to Python). */
+static int
+int_item(PyObject *dict, PyObject *name, long long *out)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, name);
+    if (value == NULL || !PyLong_CheckExact(value)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* Store a C integer as a loop field: 0, or -1 with an error set. */
+static int
+set_int_item(PyObject *dict, PyObject *name, long long value)
+{
+    PyObject *obj = PyLong_FromLongLong(value);
+    if (obj == NULL) {
+        return -1;
+    }
+    int rc = PyDict_SetItem(dict, name, obj);
+    Py_DECREF(obj);
+    return rc;
+}
+
+/* An int attribute of a helper object (the timer queue's ``cancelled``, the outside world's
+   ``changes``): as int_item. */
+static int
+int_attr(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = 0;
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+        ok = !overflow && !(*out == -1 && PyErr_Occurred());
+        PyErr_Clear();
+    }
+    Py_DECREF(value);
+    return ok;
+}
+
+/* The round the compiled core may take now: 1 the plain round (nothing ready: jump to the
+   head, whose tick is then in *head_ticks), 2 a busy round (something ready: time stays, what
+   is due now fires, the ready queue runs), 0 neither (the Python round decides: a purge, a
+   poll, the outside world, a drive, a stop...), -1 on error.  ``selector`` is the loop's
+   (it does not change while the loop runs). */
+/* Mirrors: the tests at the top of CycleMixin._run_once (_cycle.py): the plain round's, and
+   the general round's when something is ready and nothing needs a purge or a poll. */
+static int
+round_kind(PyObject *dict, PyObject *heap, PyObject *ready, PyObject *timers, PyObject *world,
+           PyObject *threads, PyObject *selector, long long *head_ticks)
+{
+    /* _vt_plain: the fast path with lean timers (no history, not in debug mode: set_debug
+       updates it).  Never while stopping, nor with a drive or a re-armed timer in play. */
+    if (PyDict_GetItemWithError(dict, str_vt_plain) != Py_True ||
+        PyDict_GetItemWithError(dict, str_stopping) != Py_False ||
+        PyDict_GetItemWithError(dict, str_vt_rearmed) != Py_False) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *drives = PyDict_GetItemWithError(dict, str_vt_drives);
+    if (drives == NULL || !PyList_CheckExact(drives) || PyList_GET_SIZE(drives) != 0) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    long long cancelled;
+    if (!int_attr(timers, str_cancelled, &cancelled) || cancelled != 0) {
+        return 0;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(heap);
+    PyObject *head = size > 0 ? PyList_GET_ITEM(heap, 0) : NULL;
+    if (head != NULL) {
+        if (!PyTuple_CheckExact(head) || PyTuple_GET_SIZE(head) != 4) {
+            return 0;
+        }
+        PyObject *item = PyTuple_GET_ITEM(head, 3);
+        if (Py_IS_TYPE(item, waiter_type)) {
+            /* A dead waiter at the head: the Python round drops it (and time must never
+               jump to one). */
+            int done = is_done(item);
+            if (done != 0) {
+                return done < 0 ? -1 : 0;
+            }
+        }
+    }
+    Py_ssize_t pending = PyObject_Size(ready);
+    if (pending < 0) {
+        return -1;
+    }
+    if (pending > 0) {
+        long long scan_at, registered;
+        if (!int_attr(selector, str_registered, &registered) || registered > 1 ||
+            !int_attr(timers, str_scan_at, &scan_at) || size >= scan_at) {
+            return 0; /* a poll, or the heap's growth scan, is due */
+        }
+        return 2;
+    }
+    if (head == NULL || !PyLong_CheckExact(PyTuple_GET_ITEM(head, 0))) {
+        return 0;
+    }
+    long long calm_at, changes, beyond;
+    if (!int_attr(world, str_calm_at, &calm_at) || !int_attr(world, str_changes, &changes) ||
+        calm_at != changes || PyDict_GET_SIZE(threads) != 1) {
+        return 0; /* something outside may be going on */
+    }
+    PyObject *beyond_obj = PyDict_GetItemWithError(dict, str_vt_beyond);
+    if (beyond_obj == NULL || !PyLong_CheckExact(beyond_obj)) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int overflow;
+    beyond = PyLong_AsLongLongAndOverflow(beyond_obj, &overflow);
+    if (overflow > 0) {
+        beyond = LLONG_MAX; /* NEVER (2**125): no horizon watched */
+    }
+    else if (overflow < 0 || (beyond == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    long long tick = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(head, 0), &overflow);
+    if (overflow || (tick == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!(tick < beyond)) {
+        return 0; /* never, or past a watched horizon */
+    }
+    *head_ticks = tick;
+    return 1;
+}
+
+/* Store ``value`` as the loop's float clock (_vt_now) if it is later: 0, or -1 with an error. */
+/* Mirrors: ``if seconds > self._vt_now: self._vt_now = seconds`` (_cycle.py). */
+static int
+raise_now(PyObject *dict, PyObject *value)
+{
+    PyObject *was = PyDict_GetItemWithError(dict, str_vt_now);
+    if (was == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_AttributeError, str_vt_now);
+        }
+        return -1;
+    }
+    if (was == value) {
+        return 0;
+    }
+    int later = PyObject_RichCompareBool(value, was, Py_GT);
+    if (later < 0) {
+        return -1;
+    }
+    return later ? PyDict_SetItem(dict, str_vt_now, value) : 0;
+}
+
+/* plain_rounds(loop, heap, ready, timers, world, threads, popleft, failed) -> rounds
+
+   Rounds of the loop, one after the other, for as long as each is one the Python round
+   would take without looking outside: the plain round (pure virtual time, nothing ready,
+   nothing dead at the head, nothing outside: jump to the head's instant) or a busy one
+   (something ready, no purge or poll due: time stays).  Each fires what is due and runs what
+   is ready, as CycleMixin._run_once does.  Returns how many rounds it ran; 0 means the first
+   was neither, and the caller takes its general round.  Running several rounds in one call
+   of _run_once is what run_forever would do: it only checks ``_stopping`` between rounds,
+   and so does this. */
+/* Mirrors: CycleMixin._run_once (_cycle.py), called again and again. */
+static PyObject *
+plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "plain_rounds() takes 8 arguments");
+        return NULL;
+    }
+    if (waiter_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
+        return NULL;
+    }
+    PyObject *loop = args[0], *heap = args[1], *ready = args[2], *timers = args[3],
+             *world = args[4], *threads = args[5], *popleft = args[6], *failed = args[7];
+    if (!PyList_CheckExact(heap) || !PyDict_Check(threads)) {
+        PyErr_SetString(PyExc_TypeError, "plain_rounds(): heap must be a list, threads a dict");
+        return NULL;
+    }
+    PyObject *dict = PyObject_GenericGetDict(loop, NULL);
+    if (dict == NULL) {
+        return NULL;
+    }
+    PyObject *append = NULL, *selector = NULL;
+    long long max_count;
+    Py_ssize_t rounds = 0;
+    /* Fields that do not change while the loop runs: read once. */
+    selector = PyDict_GetItemWithError(dict, str_vt_selector);
+    Py_XINCREF(selector);
+    if (selector == NULL || !int_item(dict, str_vt_max_instant, &max_count)) {
+        goto done; /* not the loop this was written for: the Python round decides */
+    }
+    append = PyObject_GetAttrString(ready, "append");
+    if (append == NULL) {
+        goto error;
+    }
+    for (;;) {
+        long long head = 0, ticks, count;
+        int kind = round_kind(dict, heap, ready, timers, world, threads, selector, &head);
+        if (kind <= 0) {
+            if (kind < 0) {
+                goto error;
+            }
+            break;
+        }
+        if (!int_item(dict, str_vt_ticks, &ticks) || !int_item(dict, str_vt_instant_count, &count)) {
+            break;
+        }
+        PyObject *now = kind == 1 ? PyTuple_GET_ITEM(PyList_GET_ITEM(heap, 0), 0)
+                                  : PyDict_GetItemWithError(dict, str_vt_ticks);
+        if (now == NULL) {
+            goto error;
+        }
+        Py_INCREF(now);
+        if (kind == 1 && head > ticks) { /* _vt_set_ticks, inlined */
+            PyObject *seconds = PyNumber_TrueDivide(now, ticks_per_second);
+            if (seconds == NULL || PyDict_SetItem(dict, str_vt_ticks, now) < 0 ||
+                raise_now(dict, seconds) < 0) {
+                Py_XDECREF(seconds);
+                Py_DECREF(now);
+                goto error;
+            }
+            Py_DECREF(seconds);
+            count = 0;
+        }
+        PyObject *seconds = PyDict_GetItemWithError(dict, str_vt_now);
+        if (seconds == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetObject(PyExc_AttributeError, str_vt_now);
+            }
+            Py_DECREF(now);
+            goto error;
+        }
+        PyObject *before = seconds;
+        Py_INCREF(seconds);
+        Py_ssize_t fired = 0, dead = 0;
+        int rc = fire_due(heap, now, &seconds, append, &fired, &dead);
+        Py_DECREF(now);
+        if (rc == 0 && dead) {
+            long long cancelled;
+            if (!int_attr(timers, str_cancelled, &cancelled)) {
+                PyErr_SetString(PyExc_RuntimeError, "plain_rounds(): timers.cancelled is not an int");
+                rc = -1;
+            }
+            else {
+                PyObject *left = PyLong_FromLongLong(cancelled - dead);
+                rc = left == NULL ? -1 : PyObject_SetAttr(timers, str_cancelled, left);
+                Py_XDECREF(left);
+            }
+        }
+        if (rc == 0 && seconds != before) {
+            rc = raise_now(dict, seconds); /* a later float deadline (see call_at) */
+        }
+        Py_DECREF(seconds);
+        if (rc == 0 && fired) {
+            long long total;
+            rc = int_item(dict, str_vt_fired, &total)
+                     ? set_int_item(dict, str_vt_fired, total + fired)
+                     : -1;
+        }
+        if (rc < 0) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetObject(PyExc_AttributeError, str_vt_fired);
+            }
+            goto error;
+        }
+        count += 1;
+        if (set_int_item(dict, str_vt_instant_count, count) < 0) {
+            goto error;
+        }
+        if (count > max_count) {
+            PyObject *res = PyObject_CallMethodNoArgs(loop, str_vt_runaway);
+            if (res == NULL) {
+                goto error;
+            }
+            Py_DECREF(res);
+        }
+        rounds++;
+        Py_ssize_t ntodo = PyObject_Size(ready);
+        if (ntodo < 0 || run_ready_n(popleft, ntodo, failed) < 0) {
+            goto error;
+        }
+    }
+done:
+    if (PyErr_Occurred()) {
+        goto error;
+    }
+    Py_DECREF(dict);
+    Py_XDECREF(selector);
+    Py_XDECREF(append);
+    return PyLong_FromSsize_t(rounds);
+error:
+    Py_DECREF(dict);
+    Py_XDECREF(selector);
+    Py_XDECREF(append);
+    return NULL;
+}
 
 /* ---------------------------------------------------------------------------- sleep */
 
@@ -2679,6 +3025,8 @@ static PyMethodDef methods[] = {
      "fire(heap, now, seconds, ready_append) -> (fired, dead, seconds)"},
     {"run_ready", (PyCFunction)(void (*)(void))run_ready, METH_FASTCALL,
      "run_ready(popleft, ntodo, failed) -> None"},
+    {"plain_rounds", (PyCFunction)(void (*)(void))plain_rounds, METH_FASTCALL,
+     "plain_rounds(loop, heap, ready, timers, world, threads, popleft, failed) -> rounds"},
     {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},
     {"kit_exact_runs", (PyCFunction)kit_exact_runs, METH_O,
      "kit_exact_runs(delta) -> running order='simpy' simulations"},
@@ -2732,12 +3080,31 @@ PyInit__cwake(void)
     str_close = PyUnicode_InternFromString("close");
     str_final = PyUnicode_InternFromString("_final");
     str_clock = PyUnicode_InternFromString("_clock");
+    str_vt_plain = PyUnicode_InternFromString("_vt_plain");
+    str_stopping = PyUnicode_InternFromString("_stopping");
+    str_vt_drives = PyUnicode_InternFromString("_vt_drives");
+    str_vt_rearmed = PyUnicode_InternFromString("_vt_rearmed");
+    str_vt_beyond = PyUnicode_InternFromString("_vt_beyond");
+    str_vt_now = PyUnicode_InternFromString("_vt_now");
+    str_vt_instant_count = PyUnicode_InternFromString("_vt_instant_count");
+    str_vt_max_instant = PyUnicode_InternFromString("_vt_max_instant");
+    str_vt_fired = PyUnicode_InternFromString("_vt_fired");
+    str_cancelled = PyUnicode_InternFromString("cancelled");
+    str_calm_at = PyUnicode_InternFromString("calm_at");
+    str_changes = PyUnicode_InternFromString("changes");
+    str_vt_runaway = PyUnicode_InternFromString("_vt_runaway");
+    str_vt_selector = PyUnicode_InternFromString("_vt_selector");
+    str_registered = PyUnicode_InternFromString("registered");
+    str_scan_at = PyUnicode_InternFromString("scan_at");
     if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed || !str_loop ||
         !str_vt_ticks || !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
         !str_result || !str_priority || !str_fast ||
         !str_native || !str_env_loop || !str_pending || !str_target || !str_ready ||
         !str_general || !str_throw || !str_close || !str_final ||
-        !str_clock) {
+        !str_clock || !str_vt_plain || !str_stopping || !str_vt_drives || !str_vt_rearmed ||
+        !str_vt_beyond || !str_vt_now || !str_vt_instant_count || !str_vt_max_instant ||
+        !str_vt_fired || !str_cancelled || !str_calm_at || !str_changes || !str_vt_runaway ||
+        !str_vt_selector || !str_registered || !str_scan_at) {
         return NULL;
     }
     kw_loop = PyTuple_Pack(1, str_loop);

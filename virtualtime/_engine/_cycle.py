@@ -22,10 +22,10 @@ from asyncio import base_events as _base_events
 from asyncio import format_helpers as _format_helpers
 from typing import Any, Final
 
-from .._shared._threads import thread_table_size
+from .._shared._threads import THREAD_TABLE, thread_table_size
 from .._shared._time import TICKS_PER_SECOND
 from ._checks import _NEVER
-from ._compiled import _core_fire, _core_run_ready
+from ._compiled import _core_fire, _core_plain_rounds, _core_run_ready
 from ._handles import _WAKERS, _Soon
 from ._idle import IdleMixin
 from ._timers import WAITER, SleepTimer
@@ -34,6 +34,7 @@ __all__ = ["CycleMixin"]
 
 _real_monotonic: Final = _time_module.monotonic
 _thread_table_size: Final = thread_table_size
+_threads: Final = THREAD_TABLE
 _heappop: Final = heapq.heappop
 _InvalidStateError: Final = asyncio.InvalidStateError
 _WAITER: Final = WAITER
@@ -61,6 +62,18 @@ class CycleMixin(IdleMixin):
         heap = self._vt_heap
         ready = self._ready  # asyncio-private: the stock loop's deque of ready handles.
         world = self._vt_world
+        if (
+            _core_plain_rounds is not None
+            and self._vt_plain
+            and _core_plain_rounds(
+                self, heap, ready, timers, world, _threads, ready.popleft, self._vt_callback_failed
+            )
+        ):
+            # The compiled core ran this round and the next ones, for as long as each was
+            # the plain round below or a general round with something ready that needs no
+            # purge, poll or outside look (it checks _stopping between them, as run_forever
+            # does); the next round it could not take is this method's again.
+            return
         if (
             self._vt_plain
             and not ready

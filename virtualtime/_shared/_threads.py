@@ -27,6 +27,7 @@ from ._machine import ThreadWatch, thread_cpu_ns
 __all__ = [
     "ANYIO_ASYNCIO",
     "THREAD_GRACE",
+    "THREAD_TABLE",
     "NewThreads",
     "Speakers",
     "forget",
@@ -51,6 +52,9 @@ thread_table_size: Final = threading._active.__len__  # type: ignore[attr-define
 cost of ``active_count()``, which takes a lock.  Read on every round of the fast paths."""
 
 _thread_table: Final[dict[int, threading.Thread]] = threading._active  # type: ignore[attr-defined]
+THREAD_TABLE: Final = _thread_table
+"""threading's table of live threads itself (read, never written): the compiled core's plain
+rounds check its size as :data:`thread_table_size` does."""
 _cache: list[Any] = [(), ()]  # [the threads last seen, the worker threads among them]
 _modules: Final = sys.modules
 _real_monotonic: Final = time.monotonic
