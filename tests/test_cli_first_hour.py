@@ -45,6 +45,9 @@ class Child:
             stdin=subprocess.DEVNULL,
             text=True,
             cwd=cwd,
+            # A child that hangs is sent SIGABRT (see finish): faulthandler then prints where
+            # every thread of it was, for the failure report.
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )
         self.lines: queue.Queue[str] = queue.Queue()
         assert self.proc.stdout is not None
@@ -70,8 +73,16 @@ class Child:
         try:
             self.proc.wait(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
+            self.proc.send_signal(signal.SIGABRT)
+            try:
+                self.proc.wait(timeout=TIMEOUT)
+            finally:
+                self.proc.kill()
+            stacks = self.proc.stderr.read()
+            raise AssertionError(
+                f"the child did not end within {TIMEOUT} s; its stderr, with where each of "
+                f"its threads was when it was aborted:\n{stacks}"
+            ) from None
         self._reader.join(TIMEOUT)
         rest = []
         while not self.lines.empty():
