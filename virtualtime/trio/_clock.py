@@ -355,6 +355,7 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
     _vt_hold = _park.hold
     _vt_release = _park.release
     _vt_turn = _park.turn
+    _vt_start = _park.start
 
     # ------------------------------------------------------------ trio.abc.Clock
 

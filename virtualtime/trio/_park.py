@@ -94,6 +94,7 @@ __all__ = [
     "release",
     "reserve",
     "sleep",
+    "start",
     "turn",
     "wake_next",
 ]
@@ -206,6 +207,46 @@ class Held(Parked):
         if self.queued:  # a dead heap entry now (never counted while it was not in the heap)
             self.clock._kit_dead += 1
         return _SUCCEEDED
+
+
+class Starting(Parked):
+    """A task not spawned yet, queued for its first step like a :func:`turn`: ``spawn`` is
+    called when its turn comes, instead of waking a task already parked.
+
+    Spawning a task only to park it at once costs a loop round and a wait; a process of the
+    toolkit is started this way instead (see :func:`start`).  Its :attr:`Parked.task` is
+    :data:`NOT_SPAWNED` while it is queued, None once spawned or dropped.
+    """
+
+    __slots__ = ("spawn",)
+
+    def __init__(self, clock: Any, spawn: Callable[[], object]) -> None:
+        super().__init__(clock, NOT_SPAWNED)
+        self.spawn = spawn
+
+    def drop(self) -> bool:
+        """Take it out of the queue (the entry is dead); whether it was still queued."""
+        if self.task is None:
+            return False
+        self.task = None
+        self.clock._kit_dead += 1
+        return True
+
+
+NOT_SPAWNED: Final[Any] = object()
+"""The task of a :class:`Starting` entry still queued."""
+
+
+def start(clock: Any, spawn: Callable[[], object], order: int = 0) -> Starting:
+    """Queue a task's first step at the current instant, in the place ``order`` (one
+    :func:`reserve` took; 0: behind every wait so far): ``spawn()`` -- which must start the
+    task and must not raise -- is called when every wait queued before it has had its turn,
+    from inside the run loop (or from :func:`park`, in the task that parks).  So the task's
+    first step is the step a task that took its :func:`turn` first would make, without the
+    spawn's own round."""
+    entry = Starting(clock, spawn)
+    queue_now(clock, entry, order)
+    return entry
 
 
 def hold(clock: Any, task: trio.lowlevel.Task) -> Held:
@@ -341,6 +382,9 @@ def wake_next(clock: Any, now: int) -> bool:
         parked.task = None
         clock._kit_count += 1
         parked.order = clock._kit_count
+        if task is NOT_SPAWNED:
+            parked.spawn()  # a Starting entry
+            return True
         _reschedule(task, _Value(parked.value))
         quiet = parked.quiet
         if quiet is None or not quiet():
