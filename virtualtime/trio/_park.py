@@ -27,8 +27,9 @@ The ordering rule at one instant
   run (the run is idle again).  Wake-ups the toolkit causes join the queue at the instant they
   happen, as a ``call_soon`` would on asyncio: a one-shot result settled (:func:`hold`,
   :func:`release`), an early wake (:meth:`Parked.cancel`: an interrupt), a process's first
-  step or a ``sleep(0)`` (:func:`turn`, in a place :func:`reserve` took when it was
-  started).  trio randomises the order of tasks woken in the same loop round; waking kit
+  step (:func:`start`: its task is spawned in its turn), a ``sleep(0)`` or a condition's
+  helper task (:func:`turn`, in a place :func:`reserve` took when it was started).  trio
+  randomises the order of tasks woken in the same loop round; waking kit
   waits one by one keeps their order fixed.  Quiet waits (see
   :func:`wake_next`: vehicle steps that touch nothing but their vehicle) due together share
   one round, which nobody can tell apart from one by one.
@@ -268,9 +269,10 @@ def release(clock: Any, held: Held) -> None:
 def turn(clock: Any, task: trio.lowlevel.Task, order: int = 0) -> Parked:
     """Queue the calling ``task`` at the current instant and return its wait (await
     :meth:`Parked.wait` right away): it runs on when every wait queued before it at this
-    instant has had its turn.  ``order``: a place taken earlier with :func:`reserve` (a process
-    takes one when it is started, so processes started together first run in the order they
-    were started, as on asyncio); 0: behind every wait so far (``sim.sleep(0)``)."""
+    instant has had its turn.  ``order``: a place taken earlier with :func:`reserve` (a helper
+    task of a condition takes one when it is started, so helpers started together first run
+    in the order they were started, as on asyncio; a process's start is queued with
+    :func:`start` instead); 0: behind every wait so far (``sim.sleep(0)``)."""
     parked = Parked(clock, task)
     queue_now(clock, parked, order)
     return parked
