@@ -6,6 +6,7 @@ fast path, trio through anyio.
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import inspect
 import math
@@ -602,3 +603,27 @@ def test_a_process_cancelled_before_it_ran_never_runs_and_tells_its_waiters(
     assert result == (inspect.CORO_CLOSED, False, 2.0)
     assert ran == []
     assert [str(w.message) for w in caught] == []
+
+
+def test_a_process_runs_in_the_context_it_was_started_in(backend: str) -> None:
+    """A process sees the context variables as they were when it was started, not as its
+    starter changed them before the process first ran (on trio its task is spawned only in
+    its turn, from a copy of the context taken at the start)."""
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[tuple[str, str, float]] = []
+
+    async def child(tag: str) -> None:
+        seen.append((tag, var.get(), sim.now()))
+        var.set("changed by " + tag)  # its own copy: nobody else sees it
+
+    async def main() -> None:
+        var.set("a")
+        sim.start(child("first"))
+        var.set("b")
+        sim.start(child("second"))
+        var.set("c")
+        await sim.sleep(1)
+        seen.append(("main", var.get(), sim.now()))
+
+    sim.simulate(main, backend=backend)
+    assert seen == [("first", "a", 0.0), ("second", "b", 0.0), ("main", "c", 1.0)]

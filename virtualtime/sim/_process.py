@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import itertools
 import types
@@ -38,7 +39,6 @@ from ._kit import (
     Waiter,
     _Abandonable,
     _current,
-    _take_turn,
     _wait,
 )
 
@@ -81,6 +81,7 @@ class Process(_Abandonable, Generic[T]):
 
     __slots__ = (
         "_cond",
+        "_context",
         "_coro",
         "_delayed",
         "_env",
@@ -93,6 +94,7 @@ class Process(_Abandonable, Generic[T]):
         "_resume_cb",
         "_scope",
         "_sp",
+        "_starting",
         "_state",
         "_target",
         "_target_op",
@@ -118,6 +120,10 @@ class Process(_Abandonable, Generic[T]):
         self._task: asyncio.Task[Any] | None = None
         self._scope: Any = None  # a trio.CancelScope, on trio
         self._parked: Any = None  # its sleep parked on virtualtime's trio clock, if it is in one
+        # On virtualtime's trio clock, until its task is spawned: its start queued on the
+        # clock (a _park.Starting) and the context it was started in (see _queue_start).
+        self._starting: Any = None
+        self._context: contextvars.Context | None = None
         # order="simpy" (virtualtime/sim/_core.py): the process's SimPy event, the callback that
         # resumes it and the waiter it is parked on.
         self._sp: Event | None = None
@@ -202,21 +208,46 @@ class Process(_Abandonable, Generic[T]):
             return
         self._finish(value, None, cancelled=False)
 
-    async def _body_anyio(self, order: int) -> None:
+    def _queue_start(self, clock: Any) -> None:
+        """On virtualtime's trio clock: queue the process's first step on the clock, in the
+        order of starts (trio starts the tasks of one turn in random order); its task is
+        spawned when that turn comes.  A task spawned at once would only park there, at the
+        cost of a loop round and a wait."""
+        self._context = contextvars.copy_context()  # what the task would have inherited now
+        self._starting = clock._vt_start(self._spawn)
+
+    def _spawn(self) -> None:
+        """Spawn the task of a process whose start was queued: its turn has come, or it must
+        end now (cancelled, or the run is being cleaned up: its first step sees that).
+        Called from inside trio's run loop too, so it must not raise."""
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.drop()
+        context, self._context = self._context, None
+        assert context is not None
+        try:
+            context.run(self._env._group.start_soon, self._body_anyio, name=self._name)
+        except RuntimeError:  # pragma: no cover - the nursery is closed: nothing will run it
+            self._never_started()
+
+    async def _body_anyio(self) -> None:
         """The process on anyio (trio): in its own cancel scope, so it can be cancelled."""
         if self._env._closing or self._scope is not None:
             # Started too late (the simulation is being cleaned up), or cancelled before it
             # started (cancel() left a cancelled scope).
             self._never_started()
             return
-        with trio_module().CancelScope() as scope:
+        trio = trio_module()
+        with trio.CancelScope() as scope:
             self._scope = scope
             park = self._env._park
             if park is not None:
                 park._vt_fresh()  # a new task: the clock's in-place verdict must look again
                 try:
-                    await _take_turn(park, order)
-                except BaseException:  # cancelled (the process, or the whole run) before it ran
+                    # Spawned in its turn (_queue_start): it runs now, unless the whole run
+                    # was cancelled meanwhile.
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                except BaseException:
                     self._never_started()
                     raise
             await self._body()
@@ -449,6 +480,11 @@ class Process(_Abandonable, Generic[T]):
         else:  # on trio, before its task has started: _body_anyio finds this scope and ends
             self._scope = trio_module().CancelScope()
             self._scope.cancel()
+            if self._starting is not None:
+                # Queued to start: its task starts now, to end at its first step, in the
+                # loop round after this one -- when a task already parked in its turn would
+                # have been woken by the cancellation.
+                self._spawn()
 
     def _begin(self) -> Waiter:
         waiter = self._env._new_waiter()

@@ -29,7 +29,7 @@ from ._core import AsyncioTurns, Core, TrioTurns
 from ._fast import current_library as _current_library
 from ._fast import set_result as _set_result
 from ._fast import trio_module
-from ._kit import _PENDING, _PROC, _SIM, Waiter, _QueuedWaiter, _reserve, _Waiter
+from ._kit import _PENDING, _PROC, _SIM, Waiter, _QueuedWaiter, _Waiter
 from ._native import clock_of as _clock_of
 from ._native import exact_runs
 from ._native import native_loop as _native_loop
@@ -78,7 +78,8 @@ class Simulation:
         self._fast = False
         self._native = False  # the virtual loop's native waits (sim/_native.py)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._group: Any = None
+        self._group: Any = None  # on trio: the processes' nursery
+        self._nursery: Any = None  # ... and the manager that opened it
         self._clock: Callable[[], float] = _no_clock
         self._live: dict[Process[Any], None] = {}  # in start order (clean-up follows it)
         self._closing = False
@@ -139,8 +140,11 @@ class Simulation:
             running = trio.lowlevel.current_clock()
             park = running if getattr(running, "_vt_sleep", None) is not None else None
             self._park = park
-            self._group = anyio.create_task_group()
-            await self._group.__aenter__()
+            # A trio nursery of our own, not anyio's task group: anyio (4.14+) wraps every
+            # task it starts in a handle with a cancel scope and an event of its own, which
+            # a process (it has its own scope) never uses -- a third of a start's cost.
+            self._nursery = trio.open_nursery(strict_exception_groups=True)
+            self._group = await self._nursery.__aenter__()
             self._clock = trio.current_time
         self._started = self._clock()
         if self._simpy:
@@ -222,16 +226,23 @@ class Simulation:
                 if scope is None and proc._sp is not None and proc._state == _PENDING:
                     proc._never_started()  # order="simpy": its start event never came
                     continue
-                if scope is None or proc._state != _PENDING:
+                queued = proc._starting is not None
+                if not queued and (scope is None or proc._state != _PENDING):
                     continue
                 ended = self._new_waiter()
                 proc._join(ended)
-                scope.cancel()
+                if queued:
+                    proc._spawn()  # its first step sees _closing and ends it
+                else:
+                    scope.cancel()
                 with contextlib.suppress(Exception):  # how it ended is its joiners' business
                     await ended
         finally:
+            for proc in list(self._live):
+                if proc._starting is not None:
+                    proc._spawn()  # as above; they end together, as the run's cancellation
             group.cancel_scope.cancel()
-            await group.__aexit__(None, None, None)
+            await _close_nursery(self._nursery)
 
     # ------------------------------------------------------------------ processes
 
@@ -252,9 +263,13 @@ class Simulation:
             assert self._loop is not None
             proc._task = self._loop.create_task(proc._body(), name=proc._name)
         else:
-            # On virtualtime's trio clock a started process first runs in its place in the
-            # order of starts (trio starts the tasks of one turn in random order).
-            self._group.start_soon(proc._body_anyio, _reserve(self), name=proc._name)
+            park = self._park
+            if park is not None and not self._closing:
+                # On virtualtime's trio clock a started process first runs in its place in
+                # the order of starts (trio starts the tasks of one turn in random order).
+                proc._queue_start(park)
+            else:
+                self._group.start_soon(proc._body_anyio, name=proc._name)
         return proc
 
     def _ended(self, proc: Process[Any]) -> None:
@@ -515,6 +530,18 @@ def _check_until(until: object) -> float | None:
 
 def _no_clock() -> float:
     raise UsageError("this Simulation has not been entered yet ('async with' it)")
+
+
+async def _close_nursery(manager: Any) -> None:
+    """Leave the processes' nursery as anyio's task group would: a group of nothing but
+    cancellations (the run itself was cancelled from outside) is one ``Cancelled``."""
+    try:
+        await manager.__aexit__(None, None, None)
+    except BaseExceptionGroup as exc:
+        trio = trio_module()
+        if not exc.split(trio.Cancelled)[1]:
+            raise trio.Cancelled._create() from exc  # (trio-private; anyio does the same)
+        raise
 
 
 def _settle_halt(halt: Waiter) -> None:

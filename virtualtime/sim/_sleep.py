@@ -15,11 +15,12 @@ Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see test
 from __future__ import annotations
 
 import asyncio
+import types
 import warnings
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Final
 
-from .._shared._time import delay_ticks, to_ticks
+from .._shared._time import TICKS_PER_SECOND
 from ._check import check_positive
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
@@ -32,6 +33,7 @@ from ._native import push_after as _push_after
 from ._native import wake_after as _wake_after
 
 if TYPE_CHECKING:
+    from ._process import Process
     from ._simulation import Simulation
 
 __all__ = ["now", "sleep"]
@@ -114,7 +116,7 @@ class _Sleep(_SleepBase, _Abandonable):
         if env is None:
             env = _current("sim.sleep()")
         if not env._fast:
-            yield from _sleep_anyio(env, self._delay).__await__()
+            yield from _sleep_anyio(env, self._delay)
             return
         loop: Any = env._loop
         proc = _PROC.get()
@@ -219,35 +221,43 @@ def _drop_native(future: asyncio.Future[Any]) -> None:
         future.cancel()
 
 
-async def _sleep_anyio(env: Simulation, delay: float) -> None:
-    """:func:`sleep` on trio: a kit wait on virtualtime's trio clock, else a cancel scope."""
+@types.coroutine
+def _sleep_anyio(env: Simulation, delay: float) -> Generator[Any, Any, None]:
+    """:func:`sleep` on trio: a kit wait on virtualtime's trio clock, else a cancel scope.
+
+    A generator-based coroutine, not ``async def``: the sleep's ``__await__`` yields from it
+    directly (no coroutine and no ``__await__`` wrapper between it and trio's trap, which
+    every resumption would pass through), and ``await`` works on it as on a coroutine.
+    """
     proc = _PROC.get()
     if proc is not None and proc._pending:
         raise proc._pending.pop(0)
     clock = env._park
     if clock is not None and delay < _FAR_SECONDS:
-        trio = trio_module()
-        task = trio.lowlevel.current_task()
+        lowlevel = trio_module().lowlevel
+        task = lowlevel.current_task()
         if delay > 0:
             # A kit wait (virtualtime/trio/_park.py), the Timer's rounding: the instant is the
-            # current tick plus the delay in ticks.  Interrupts wake it early
-            # (Process.interrupt).
-            ticks = to_ticks(trio.current_time()) + delay_ticks(delay)
-            clock._vt_fresh()  # the process may just have entered a move_on_after
+            # current tick plus the delay in ticks (to_ticks and delay_ticks, inlined; the
+            # clock is the run's, so its current_time() is trio.current_time()).  Interrupts
+            # wake it early (Process.interrupt).
+            step = round(delay * TICKS_PER_SECOND)
+            ticks = round(clock.current_time() * TICKS_PER_SECOND) + (step if step > 0 else 1)
+            clock._kit_round = -1  # _vt_fresh(): the process may just have entered a move_on_after
             parked = clock._vt_sleep(ticks, task)
             if parked is None:  # nothing else can happen first: time moves in place
-                await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled task moves no time
+                yield from lowlevel.checkpoint_if_cancelled()  # a cancelled task moves no time
                 clock._vt_arrive(ticks)
                 return
         else:  # sleep(0): every kit wait queued before it at this instant runs first
-            await trio.lowlevel.checkpoint_if_cancelled()
+            yield from lowlevel.checkpoint_if_cancelled()
             parked = clock._vt_turn(task)
         if proc is None:
-            await parked.wait()  # nobody can interrupt it: only a cancellation ends it early
+            yield from parked.wait()  # nobody can interrupt it: only a cancellation ends it early
             return
         proc._parked = parked
         try:
-            awake = await parked.wait()
+            awake = yield from parked.wait()
         finally:
             proc._parked = None
         if not awake:
@@ -255,12 +265,20 @@ async def _sleep_anyio(env: Simulation, delay: float) -> None:
             assert pending, "a parked kit sleep is woken early only by an interrupt"
             raise pending.pop(0)
         return
+    yield from _sleep_scope(env, proc, delay)
+
+
+@types.coroutine
+def _sleep_scope(
+    env: Simulation, proc: Process[Any] | None, delay: float
+) -> Generator[Any, Any, None]:
+    """:func:`_sleep_anyio` on a trio clock that is not virtualtime's: a ``move_on_after``."""
     waiter = _Waiter()
     if proc is not None:
         proc._target = waiter
     try:
         with trio_module().move_on_after(delay):
-            await waiter
+            yield from waiter.__await__()
     finally:
         if proc is not None:
             proc._target = None

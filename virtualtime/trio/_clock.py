@@ -14,6 +14,7 @@ Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layo
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 import time as _stdlib_time
@@ -48,6 +49,7 @@ __all__ = ["VirtualClock"]
 
 _thread_table_size: typing.Final = _threads.thread_table_size
 _real_monotonic: typing.Final = _stdlib_time.monotonic
+_heappop: typing.Final = heapq.heappop
 
 _PROBE: typing.Final = 600.0
 """Real seconds answered to the run loop when a task may be waiting in
@@ -355,6 +357,7 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
     _vt_hold = _park.hold
     _vt_release = _park.release
     _vt_turn = _park.turn
+    _vt_start = _park.start
 
     # ------------------------------------------------------------ trio.abc.Clock
 
@@ -409,22 +412,24 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
             self._absorb()
         self._said_seen = self._said
         self._plan_kit = -1
-        if self._kit:
+        kit = self._kit
+        while kit and kit[0][2].task is None:  # _park.head, inlined: dead entries dropped
+            _heappop(kit)
+        if kit:
             # Kit waits are deadlines too; one due now is woken (one at a time: FIFO).
-            head = _park.head(self)
-            if head is not None:
-                now = _park.now_ticks(self)
-                if head <= now and not deadline <= self.current_time():  # trio's due: first
-                    if self._rate and self._rate_strict:
-                        self._check_late(head, now)
-                    _park.wake_next(self, now)
-                    self._plan = NO_PLAN
-                    self._dormant = False
-                    return 0.0
-                seconds = head / _time.TICKS_PER_SECOND
-                if seconds * _park.NOISE < deadline:  # trio's deadlines first at one instant
-                    deadline = seconds
-                    self._plan_kit = head
+            head: int = kit[0][0]
+            now = _park.now_ticks(self) if self._rate else self._ticks
+            if head <= now and not deadline <= self.current_time():  # trio's due: first
+                if self._rate and self._rate_strict:
+                    self._check_late(head, now)
+                _park.wake_next(self, now)
+                self._plan = NO_PLAN
+                self._dormant = False
+                return 0.0
+            seconds = head / _time.TICKS_PER_SECOND
+            if seconds * _park.NOISE < deadline:  # trio's deadlines first at one instant
+                deadline = seconds
+                self._plan_kit = head
         if (
             self._plain
             and not self._waits

@@ -27,8 +27,9 @@ The ordering rule at one instant
   run (the run is idle again).  Wake-ups the toolkit causes join the queue at the instant they
   happen, as a ``call_soon`` would on asyncio: a one-shot result settled (:func:`hold`,
   :func:`release`), an early wake (:meth:`Parked.cancel`: an interrupt), a process's first
-  step or a ``sleep(0)`` (:func:`turn`, in a place :func:`reserve` took when it was
-  started).  trio randomises the order of tasks woken in the same loop round; waking kit
+  step (:func:`start`: its task is spawned in its turn), a ``sleep(0)`` or a condition's
+  helper task (:func:`turn`, in a place :func:`reserve` took when it was started).  trio
+  randomises the order of tasks woken in the same loop round; waking kit
   waits one by one keeps their order fixed.  Quiet waits (see
   :func:`wake_next`: vehicle steps that touch nothing but their vehicle) due together share
   one round, which nobody can tell apart from one by one.
@@ -94,6 +95,7 @@ __all__ = [
     "release",
     "reserve",
     "sleep",
+    "start",
     "turn",
     "wake_next",
 ]
@@ -208,6 +210,46 @@ class Held(Parked):
         return _SUCCEEDED
 
 
+class Starting(Parked):
+    """A task not spawned yet, queued for its first step like a :func:`turn`: ``spawn`` is
+    called when its turn comes, instead of waking a task already parked.
+
+    Spawning a task only to park it at once costs a loop round and a wait; a process of the
+    toolkit is started this way instead (see :func:`start`).  Its :attr:`Parked.task` is
+    :data:`NOT_SPAWNED` while it is queued, None once spawned or dropped.
+    """
+
+    __slots__ = ("spawn",)
+
+    def __init__(self, clock: Any, spawn: Callable[[], object]) -> None:
+        super().__init__(clock, NOT_SPAWNED)
+        self.spawn = spawn
+
+    def drop(self) -> bool:
+        """Take it out of the queue (the entry is dead); whether it was still queued."""
+        if self.task is None:
+            return False
+        self.task = None
+        self.clock._kit_dead += 1
+        return True
+
+
+NOT_SPAWNED: Final[Any] = object()
+"""The task of a :class:`Starting` entry still queued."""
+
+
+def start(clock: Any, spawn: Callable[[], object], order: int = 0) -> Starting:
+    """Queue a task's first step at the current instant, in the place ``order`` (one
+    :func:`reserve` took; 0: behind every wait so far): ``spawn()`` -- which must start the
+    task and must not raise -- is called when every wait queued before it has had its turn,
+    from inside the run loop (or from :func:`park`, in the task that parks).  So the task's
+    first step is the step a task that took its :func:`turn` first would make, without the
+    spawn's own round."""
+    entry = Starting(clock, spawn)
+    queue_now(clock, entry, order)
+    return entry
+
+
 def hold(clock: Any, task: trio.lowlevel.Task) -> Held:
     """A wait for the calling ``task`` that only :func:`release` ends; await its
     :meth:`Parked.wait` right away (it returns True)."""
@@ -227,9 +269,10 @@ def release(clock: Any, held: Held) -> None:
 def turn(clock: Any, task: trio.lowlevel.Task, order: int = 0) -> Parked:
     """Queue the calling ``task`` at the current instant and return its wait (await
     :meth:`Parked.wait` right away): it runs on when every wait queued before it at this
-    instant has had its turn.  ``order``: a place taken earlier with :func:`reserve` (a process
-    takes one when it is started, so processes started together first run in the order they
-    were started, as on asyncio); 0: behind every wait so far (``sim.sleep(0)``)."""
+    instant has had its turn.  ``order``: a place taken earlier with :func:`reserve` (a helper
+    task of a condition takes one when it is started, so helpers started together first run
+    in the order they were started, as on asyncio; a process's start is queued with
+    :func:`start` instead); 0: behind every wait so far (``sim.sleep(0)``)."""
     parked = Parked(clock, task)
     queue_now(clock, parked, order)
     return parked
@@ -341,6 +384,9 @@ def wake_next(clock: Any, now: int) -> bool:
         parked.task = None
         clock._kit_count += 1
         parked.order = clock._kit_count
+        if task is NOT_SPAWNED:
+            parked.spawn()  # a Starting entry
+            return True
         _reschedule(task, _Value(parked.value))
         quiet = parked.quiet
         if quiet is None or not quiet():
