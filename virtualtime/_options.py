@@ -104,12 +104,12 @@ class LoopOptions:
         values = dict(_DEFAULTS)
         for name, value in options.items():
             values[name] = _CHECKS[name](value)
-        return cls(**values)
+        return _checked(cls(**values))
 
     def validate(self) -> LoopOptions:
         """Check every value; return a copy with the values normalised (see the class)."""
         values = {name: _CHECKS[name](getattr(self, name)) for name in OPTION_NAMES}
-        return LoopOptions(**values)
+        return _checked(LoopOptions(**values))
 
     def replace(self, **changes: Any) -> LoopOptions:
         """A validated copy with ``changes`` (checked like :meth:`of`)."""
@@ -283,7 +283,24 @@ _CHECKS: Final[Mapping[str, Callable[[object], Any]]] = {
 }
 assert tuple(_CHECKS) == OPTION_NAMES
 
-_DEFAULT_OPTIONS: Final = LoopOptions()
+
+def _checked(options: LoopOptions) -> LoopOptions:
+    """``options``, marked as checked: made of values the checks returned.
+
+    A constructor handed such an instance (``anyio_run`` and ``simulate`` check the options
+    first, then pass them on) takes it as it is, instead of checking all ten again: that was
+    a tenth of the cost of a loop.  The mark is no field (equality, ``repr`` and
+    ``dataclasses.replace`` ignore it; a replaced copy is checked afresh).
+    """
+    object.__setattr__(options, "_vt_checked", True)
+    return options
+
+
+def _is_checked(options: LoopOptions) -> bool:
+    return options.__dict__.get("_vt_checked", False) is True
+
+
+_DEFAULT_OPTIONS: Final = _checked(LoopOptions())
 """The defaults, already valid (what a loop made without options uses)."""
 
 
@@ -306,7 +323,7 @@ def from_call(
         raise InvalidTypeError(
             f"{who}() takes a LoopOptions or keyword options, not both (got {', '.join(kwargs)})"
         )
-    checked = options.validate()
+    checked = options if _is_checked(options) else options.validate()
     return checked.for_trio() if backend == "trio" else checked
 
 

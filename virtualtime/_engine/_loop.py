@@ -546,6 +546,8 @@ class VirtualEventLoop(CycleMixin):
         # signature of obj.__call__ instead when obj is not a function: a partial's own
         # __call__ attribute (the partial itself; calls go through its type) points it there.
         cls = type(self)
+        own = self.__dict__
+        before = set(own)
         if cls.get_debug is _base_events.BaseEventLoop.get_debug:
             if _core is not None:  # the compiled twin: reads the flag from the loop's __dict__
                 self.get_debug = _core.DictFlag(self.__dict__, "_debug")  # type: ignore[method-assign]
@@ -578,6 +580,8 @@ class VirtualEventLoop(CycleMixin):
             # method object each time unless the instance already holds one (about 1 % of a
             # pure-Python wake-up).
             self.call_soon = self.call_soon  # type: ignore[method-assign]
+        # Each stand-in refers back to the loop: close() lets go of them (_vt_let_go).
+        self._vt_stand_ins: dict[str, object] = {name: own[name] for name in own.keys() - before}
 
     def _vt_update_fast(self) -> None:
         # The common case, decided once per mode change rather than on every iteration.
@@ -1027,6 +1031,29 @@ class VirtualEventLoop(CycleMixin):
             world.close()  # the outside model's procfs files, now, not at collection
         if first and self._vt_layers:
             closed(self, self._vt_layers)
+        self._vt_let_go()
+
+    def _vt_let_go(self) -> None:
+        # A closed loop is freed by reference counting, as a stock loop is, not left to the
+        # cyclic collector: its passes (one every few runs, and now and then a full one over
+        # the whole heap) were a tenth of the cost of a short run.  So the loop lets go of what
+        # refers back to it: the stand-ins of _vt_lean_get_debug (the class's own methods
+        # answer again: the same answers, and a closed loop refuses the same calls), the timer
+        # queue's hook (the queue is empty now), and the outside model's link (weak from now
+        # on: it still reaches the loop while anybody holds the loop).
+        own = self.__dict__
+        for name, made in getattr(self, "_vt_stand_ins", {}).items():
+            if own.get(name) is made:  # (not if somebody has replaced it meanwhile)
+                del own[name]
+            if type(made) is functools.partial:
+                made.__dict__.pop("__call__", None)  # itself: a cycle of its own
+        self._vt_stand_ins = {}
+        timers = getattr(self, "_vt_timers", None)
+        if timers is not None:
+            timers.on_discard = None
+        world = getattr(self, "_vt_world", None)
+        if world is not None:
+            world.let_go()
 
     def __repr__(self) -> str:
         mode = "rate" if self._vt_paced else ("autojump" if self._vt_autojump else "manual")

@@ -207,7 +207,8 @@ class OutsideWork:
         """New threads (native id -> thread) not yet seen idle after their grace."""
         self._busy: frozenset[int] | object | None = _UNSEEN
         """This round's look at the other threads (:meth:`_busy_now`)."""
-        self.connections = Connections(self._others_working)
+        # Weakly: the model is then no cycle of its own (see VirtualEventLoop._vt_let_go).
+        self.connections = Connections(_weak_call(self._others_working))
         """What is known of each connection to a peer outside the loop (may it still answer?)."""
         self.listeners_wait = False
         """Whether a listening socket keeps the loop alive (see :func:`wait_for_clients`)."""
@@ -713,6 +714,13 @@ class OutsideWork:
         self._speakers.close()
         self.connections.close()
 
+    def let_go(self) -> None:
+        """The loop closed and is to be freed by reference counting: hold it weakly, and let
+        the selector (closed too) forget this model."""
+        if self._selector.world is self:  # (once: a proxy cannot be proxied again)
+            self._loop = weakref.proxy(self._loop)
+            self._selector.world = None
+
     def forget(self) -> None:
         """Outside work ended (or the loop stopped): the next pending stretch re-anchors."""
         self.allowances.clear()
@@ -740,6 +748,17 @@ class OutsideWork:
             names = ", ".join(sorted(signal.Signals(n).name for n in self.signals))
             lines.append(f"signal handlers: {names}")
         return lines
+
+
+def _weak_call(method: Callable[[], bool | None]) -> Callable[[], bool | None]:
+    """``method`` (a bound method), held weakly: None once its object is gone."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> bool | None:
+        bound = ref()
+        return None if bound is None else bound()
+
+    return call
 
 
 _LIVE: Final = frozenset({"outside", "other", "unix", "tty"})

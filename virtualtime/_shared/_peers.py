@@ -155,7 +155,9 @@ class Connections:
 
     def __init__(self, others_working: Callable[[], bool | None] | None = None) -> None:
         self._conns: dict[int, _Conn] = {}
-        self._processes = _machine.ProcessWatch()
+        # Made when a connection to another process is first judged (most runs have none),
+        # so a run without one opens nothing and registers no finalizer.
+        self._processes: _machine.ProcessWatch | None = None
         self._others_working = others_working
 
     def __len__(self) -> int:
@@ -185,7 +187,8 @@ class Connections:
     def close(self) -> None:
         """The run ended: let go of everything (procfs files included)."""
         self._conns.clear()
-        self._processes.close()
+        if self._processes is not None:
+            self._processes.close()
 
     # ------------------------------------------------------------------ facts in
 
@@ -408,7 +411,10 @@ class Connections:
             return self._others_working()
         # Working now: another process cannot be waiting for a GIL of ours, and its clock
         # having moved since the last look is mostly the answer we have just read.
-        return self._processes.working(conn.pids, since_last=False)
+        processes = self._processes
+        if processes is None:
+            processes = self._processes = _machine.ProcessWatch()
+        return processes.working(conn.pids, since_last=False)
 
 
 _TCP_QUICKACK: Final = getattr(socket, "TCP_QUICKACK", None)

@@ -154,7 +154,9 @@ class Speakers:
         self._spoke: dict[int, threading.Thread | None] = {}
         """Native id of each thread that spoke -> its ``threading`` object (None: a thread
         ``threading`` does not know, started by a C library)."""
-        self._watch: _Watch = ThreadWatch() if watch is None else watch
+        # Made at the first look (most runs never look: no thread ever speaks to them), so a
+        # run that ends without one opens nothing and registers no finalizer.
+        self._watch: _Watch | None = watch
         self.spoke_at = -1.0
         """Real time (monotonic) a thread last spoke; -1 if none ever did."""
         self._clocks: dict[int, tuple[int, float]] = {}
@@ -178,7 +180,7 @@ class Speakers:
 
         Looks made after this open what they need again, so a closed set still answers.
         """
-        close = getattr(self._watch, "close", None)
+        close = getattr(self._watch, "close", None)  # (None: never looked, nothing open)
         if close is not None:
             close()
         self._spoke.clear()
@@ -231,7 +233,10 @@ class Speakers:
                     watched.add(native)
         self._clocks = seen
         watched.discard(own)
-        busy = self._watch.busy(watched)
+        watch = self._watch
+        if watch is None:
+            watch = self._watch = ThreadWatch()
+        busy = watch.busy(watched)
         if busy is None:
             return frozenset(ran) if ran else None
         # A thread that ran since the last look is working, as the watch says of the threads

@@ -310,6 +310,7 @@ class Process(_Abandonable, Generic[T]):
         if coro is not None:
             self._coro = None
             coro.close()
+        self._task = None  # nothing reads it any more (see _finish)
         self._close_delayed()
         self._state = _DONE
         self._value = value
@@ -372,6 +373,10 @@ class Process(_Abandonable, Generic[T]):
 
     def _finish(self, value: Any, exc: BaseException | None, *, cancelled: bool) -> bool:
         """Record the end; wake the joiners.  True if someone received the exception."""
+        # The process has ended (its task is ending, or never ran): nothing reads its task any
+        # more.  The task's context holds this process (current_process()), so keeping the
+        # task would make every process a reference cycle, freed only by the cyclic collector.
+        self._task = None
         self._close_delayed()
         self._state = _DONE
         self._value = value
