@@ -453,6 +453,32 @@ def test_simulation_as_a_context_manager_inside_anyio_code(run: Any) -> None:
     assert run(main) == (5.0, 5.0, 1)
 
 
+def test_a_simulation_cancelled_from_outside_ends_as_a_cancellation(run: Any) -> None:
+    # The processes are all cancelled with the code around the simulation: what leaves the
+    # simulation is that one cancellation (an outer scope catches it), never a group of them.
+    async def main() -> tuple[bool, float, list[str]]:
+        ended: list[str] = []
+
+        async def worker(name: str) -> None:
+            try:
+                await sim.sleep(100)
+            finally:
+                ended.append(name)
+
+        with anyio.move_on_after(5) as scope:
+            try:
+                async with sim.Simulation() as env:
+                    for name in "abc":
+                        env.start(worker(name))
+                    await env.run()
+            except anyio.get_cancelled_exc_class():
+                ended.append("cancelled")
+                raise
+        return scope.cancelled_caught, anyio.current_time(), sorted(ended)
+
+    assert run(main) == (True, 5.0, ["a", "b", "c", "cancelled"])
+
+
 def test_cancelling_one_process_takes_its_request_back_and_tells_its_waiters(
     backend: str,
 ) -> None:

@@ -538,9 +538,11 @@ async def _close_nursery(manager: Any) -> None:
     try:
         await manager.__aexit__(None, None, None)
     except BaseExceptionGroup as exc:
-        trio = trio_module()
-        if not exc.split(trio.Cancelled)[1]:
-            raise trio.Cancelled._create() from exc  # (trio-private; anyio does the same)
+        if exc.split(trio_module().Cancelled)[1] is None:
+            leaf: BaseException = exc
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            raise leaf from None  # one of the cancellations, as they were all alike
         raise
 
 
