@@ -43,6 +43,9 @@ static PyObject *wake_context = NULL;     /* the one context a waker timer is gi
 static PyObject *invalid_state = NULL;    /* asyncio.InvalidStateError */
 static PyObject *str_done = NULL;
 static PyObject *str_set_result = NULL;
+/* asyncio.Future's own done, set_result and result (method descriptors, set by setup()): an
+   exact Future is asked through them, without looking the name up on every call. */
+static PyObject *future_done = NULL, *future_set_result = NULL, *future_result = NULL;
 static PyObject *str_run = NULL;
 static PyObject *str_debug = NULL;
 static PyObject *str_closed = NULL;
@@ -133,6 +136,12 @@ setup(PyObject *module, PyObject *args)
     Py_XSETREF(invalid_state, Py_NewRef(e));
     Py_XSETREF(wake_context, Py_NewRef(c));
     Py_XSETREF(sleeper_type, (PyTypeObject *)Py_NewRef(z));
+    Py_XSETREF(future_done, PyObject_GetAttrString(w, "done"));
+    Py_XSETREF(future_set_result, PyObject_GetAttrString(w, "set_result"));
+    Py_XSETREF(future_result, PyObject_GetAttrString(w, "result"));
+    if (future_done == NULL || future_set_result == NULL || future_result == NULL) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -407,12 +416,25 @@ push_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* --------------------------------------------------------------------------- firing */
 
+/* ``future.<name>(*args)``: through asyncio.Future's own method for an exact Future (``desc``),
+   else looked up by name. */
+static PyObject *
+future_call(PyObject *future, PyObject *desc, PyObject *name, PyObject *arg)
+{
+    if (Py_IS_TYPE(future, waiter_type)) {
+        PyObject *args[2] = {future, arg};
+        return PyObject_Vectorcall(desc, args, arg == NULL ? 1 : 2, NULL);
+    }
+    return arg == NULL ? PyObject_CallMethodNoArgs(future, name)
+                       : PyObject_CallMethodOneArg(future, name, arg);
+}
+
 /* Mirrors: ``try: future.set_result(value) except InvalidStateError: pass`` in the pop loop of
    CycleMixin._run_once (_cycle.py) and in _handles.set_result_unless_cancelled. */
 static int
 set_result(PyObject *future, PyObject *value)
 {
-    PyObject *res = PyObject_CallMethodOneArg(future, str_set_result, value);
+    PyObject *res = future_call(future, future_set_result, str_set_result, value);
     if (res == NULL) {
         if (PyErr_ExceptionMatches(invalid_state)) {
             PyErr_Clear(); /* cancelled in between by a signal handler (Ctrl-C) */
@@ -429,7 +451,7 @@ set_result(PyObject *future, PyObject *value)
 static int
 is_done(PyObject *future)
 {
-    PyObject *res = PyObject_CallMethodNoArgs(future, str_done);
+    PyObject *res = future_call(future, future_done, str_done, NULL);
     if (res == NULL) {
         return -1;
     }
@@ -445,7 +467,7 @@ is_done(PyObject *future)
 static PyObject *
 future_outcome(PyObject *future)
 {
-    PyObject *res = PyObject_CallMethodNoArgs(future, str_result);
+    PyObject *res = future_call(future, future_result, str_result, NULL);
     if (res != NULL || !PyErr_ExceptionMatches(invalid_state)) {
         return res;
     }
@@ -509,7 +531,7 @@ fire_due(PyObject *heap, PyObject *now, PyObject **seconds_ref, PyObject *append
         if (Py_IS_TYPE(item, waiter_type)) {
             /* set_result refuses a future already done (cancelled, or resolved early): its
                entry is dead, and was never counted -- the pure path's test too. */
-            PyObject *res = PyObject_CallMethodOneArg(item, str_set_result, Py_None);
+            PyObject *res = future_call(item, future_set_result, str_set_result, Py_None);
             if (res != NULL) {
                 Py_DECREF(res);
                 fired++;
@@ -531,8 +553,8 @@ fire_due(PyObject *heap, PyObject *now, PyObject **seconds_ref, PyObject *append
             else {
                 SLOT(item, off_s_future) = Py_NewRef(Py_None); /* the reference moves to fut */
                 PyObject *value = SLOT(item, off_s_result);
-                PyObject *res = PyObject_CallMethodOneArg(fut, str_set_result,
-                                                          value != NULL ? value : Py_None);
+                PyObject *res = future_call(fut, future_set_result, str_set_result,
+                                            value != NULL ? value : Py_None);
                 Py_DECREF(fut);
                 if (res != NULL) {
                     Py_DECREF(res);

@@ -82,6 +82,7 @@ class LoopFields(asyncio.SelectorEventLoop):
         _debug: bool
         _default_executor: concurrent.futures.ThreadPoolExecutor | None
         _current_handle: asyncio.Handle | None
+        _task_factory: Any
 
         def _check_closed(self) -> None: ...
         def _check_thread(self) -> None: ...

@@ -816,7 +816,8 @@ class VirtualEventLoop(CycleMixin):
         def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
-            if self.get_task_factory() is not None or _asyncio_tasks.Task is not _STOCK_TASK:
+            # asyncio-private: the factory as the stock method reads it (no method call).
+            if self._task_factory is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, **kwargs)
                 if self._vt_running is not None:
                     self._vt_task_made(made)
@@ -845,7 +846,8 @@ class VirtualEventLoop(CycleMixin):
         ) -> asyncio.Task[Any]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
-            if self.get_task_factory() is not None or _asyncio_tasks.Task is not _STOCK_TASK:
+            # asyncio-private: the factory as the stock method reads it (no method call).
+            if self._task_factory is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, name=name, context=context, **kwargs)
                 if self._vt_running is not None:
                     self._vt_task_made(made)
@@ -873,7 +875,8 @@ class VirtualEventLoop(CycleMixin):
         ) -> asyncio.Task[_T]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
-            if self.get_task_factory() is not None or _asyncio_tasks.Task is not _STOCK_TASK:
+            # asyncio-private: the factory as the stock method reads it (no method call).
+            if self._task_factory is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, name=name, context=context)
                 if self._vt_running is not None:
                     self._vt_task_made(made)
