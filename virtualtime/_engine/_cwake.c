@@ -1,5 +1,6 @@
 /* Optional compiled core of the virtual loop: the timer heap's push and pop, the firing of due
-   timers, the lean call_soon and call_later, get_debug, the run of the ready queue,
+   timers, the lean call_soon and call_later, get_debug, the run of the ready queue, the
+   loop's rounds themselves (plain_rounds),
    virtualtime.sleep itself (a frame-free awaitable), and the sim kit's sleep() and now() and
    the suspension of its sleeps.
 
@@ -22,8 +23,8 @@
    One room: this file is one C extension module, and CPython builds one extension from one
    source here (setup.py); its parts share the slot offsets, interned strings and types that
    setup() fills in, and splitting it would mean a header of shared statics for no reader's
-   gain.  The sections follow the Python it mirrors: the heap, firing, the ready queue,
-   virtualtime.sleep, the sim kit's sleep.
+   gain.  The sections follow the Python it mirrors: the heap, firing, the ready queue, the
+   rounds, virtualtime.sleep, the sim kit's sleep.
 
    Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py). */
 
@@ -491,18 +492,10 @@ future_outcome(PyObject *future)
     return NULL;
 }
 
-/* fire(heap, now, seconds, ready_append) -> (fired, dead, seconds)
-
-   The pop loop of VirtualEventLoop._run_once for a loop with no history and not in debug
-   mode: every entry due at or before tick ``now`` is removed in order; a native sleep's
-   future is resolved, a sleep timer resolves its future, any other live timer goes to the
-   ready queue.  Returns how many fired, how many counted dead entries (cancelled handles and
-   sleep timers: a dead native sleep was never counted) were dropped, and the latest float
-   deadline (see call_at) -- ``seconds`` or more.  */
+/* The body of fire() (and of each round of plain_rounds): pops and fires every entry due at
+   or before ``now``; ``*seconds`` (a strong reference, replaced when a later float deadline is
+   seen) and the two counts are updated.  0, or -1 with an error set. */
 /* Mirrors: the pop loop of CycleMixin._run_once (virtualtime/_engine/_cycle.py). */
-/* The body of fire(): pops and fires every entry due at or before ``now``; ``*seconds`` (a
-   strong reference, replaced when a later float deadline is seen) and the two counts are
-   updated.  0, or -1 with an error set. */
 static int
 fire_due(PyObject *heap, PyObject *now, PyObject **seconds_ref, PyObject *append,
          Py_ssize_t *fired_out, Py_ssize_t *dead_out)
@@ -641,6 +634,14 @@ error:
     return -1;
 }
 
+/* fire(heap, now, seconds, ready_append) -> (fired, dead, seconds)
+
+   The pop loop of VirtualEventLoop._run_once for a loop with no history and not in debug
+   mode: every entry due at or before tick ``now`` is removed in order; a native sleep's
+   future is resolved, a sleep timer resolves its future, any other live timer goes to the
+   ready queue.  Returns how many fired, how many counted dead entries (cancelled handles and
+   sleep timers: a dead native sleep was never counted) were dropped, and the latest float
+   deadline (see call_at) -- ``seconds`` or more.  */
 static PyObject *
 fire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

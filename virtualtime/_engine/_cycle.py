@@ -4,7 +4,9 @@
 *plain round* of a pure simulation, or the general round that purges dead timers, polls, and
 asks :meth:`~virtualtime._engine._idle.IdleMixin._vt_idle`), fire every timer due at it in
 total order -- in C when the compiled core is there (``_cwake.c``'s ``fire``/``run_ready``
-mirror the loops below) -- and run what is ready.  It runs once per wake-up of a simulation, so
+mirror the loops below, and its ``plain_rounds`` runs this whole method, round after round,
+for as long as each round is the plain one or a busy one that needs no look outside) -- and
+run what is ready.  It runs once per wake-up of a simulation, so
 it is written for speed: module globals bound once, the common cases inlined, no helper call
 that the plain round does not need.  Keep it that way: a method call added here costs every
 wake-up of every program.
