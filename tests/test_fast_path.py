@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import inspect
 import math
 import random
 import re
@@ -27,7 +28,7 @@ import virtualtime
 from virtualtime._engine import _compiled
 from virtualtime._engine._handles import set_result_unless_cancelled
 from virtualtime._engine._loop import VirtualEventLoop
-from virtualtime._engine._timers import SCAN_MIN
+from virtualtime._engine._timers import SCAN_MIN, SleepTimer
 
 Sleep = Callable[..., Awaitable[None]]
 
@@ -807,6 +808,9 @@ def test_the_compiled_core_is_used_whenever_it_was_built() -> None:
     built = importlib.util.find_spec("virtualtime._engine._cwake") is not None
     forced_pure = bool(os.environ.get("VIRTUALTIME_PURE_PYTHON"))
     assert virtualtime._engine._compiled.COMPILED is (built and not forced_pure)
+    # asyncio.sleep's timer cancels itself in C with the core (a Python function without).
+    cancel = SleepTimer.__dict__["cancel"]
+    assert inspect.isfunction(cancel) is not virtualtime._engine._compiled.COMPILED
 
 
 _THREAD_SCRIPT = """

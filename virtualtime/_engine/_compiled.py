@@ -16,7 +16,7 @@ import os
 from typing import Any, Final
 
 from ._handles import _WAKE_CONTEXT, _WAKERS, _Soon
-from ._timers import WAITER, SleepTimer
+from ._timers import _CANCELLED, WAITER, SleepTimer
 
 __all__ = ["COMPILED", "core", "core_push_after"]
 
@@ -46,6 +46,9 @@ def _load_core() -> Any:
             _WAKE_CONTEXT,
             SleepTimer,
         )
+        # asyncio.sleep's timer cancels itself as every asyncio.sleep ends: compiled, that
+        # is one Python frame less per wake-up (SleepTimer.cancel stays the reference).
+        SleepTimer.cancel = _cwake.sleep_timer_cancel(_CANCELLED)  # type: ignore[method-assign,assignment]
     except (TypeError, AttributeError):  # pragma: no cover - a future CPython's layout
         return None
     return _cwake

@@ -24,7 +24,7 @@
    source here (setup.py); its parts share the slot offsets, interned strings and types that
    setup() fills in, and splitting it would mean a header of shared statics for no reader's
    gain.  The sections follow the Python it mirrors: the heap, firing, the ready queue, the
-   rounds, virtualtime.sleep, the sim kit's sleep.
+   rounds, the cancel() of asyncio.sleep's timer, virtualtime.sleep, the sim kit's sleep.
 
    Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py). */
 
@@ -1493,6 +1493,7 @@ run_ready_n(PyObject *popleft, Py_ssize_t ntodo, PyObject *failed)
 
 
 
+
 /* ------------------------------------------------------------------------- rounds */
 
 static PyObject *str_vt_plain = NULL, *str_stopping = NULL, *str_vt_drives = NULL,
@@ -1808,6 +1809,60 @@ error:
     Py_XDECREF(selector);
     Py_XDECREF(append);
     return NULL;
+}
+
+/* ------------------------------------------------------------------ asyncio.sleep's timer */
+
+static PyObject *timer_cancelled = NULL; /* _timers._CANCELLED: a SleepTimer's result once cancelled */
+
+/* Mirrors: SleepTimer.cancel (virtualtime/_engine/_timers.py), which every asyncio.sleep
+   calls as it ends (its ``finally: h.cancel()``): a Python frame per wake-up, saved here. */
+static PyObject *
+sleeper_cancel(PyObject *self, PyObject *Py_UNUSED(unused))
+{
+    PyObject *future = SLOT(self, off_s_future);
+    if (future != NULL && future != Py_None) { /* still in the heap: its entry is dead now */
+        PyObject *queue = SLOT(self, off_s_queue);
+        if (queue == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "_queue");
+            return NULL;
+        }
+        PyObject *one = PyLong_FromLong(1);
+        PyObject *count = one == NULL ? NULL : PyObject_GetAttr(queue, str_cancelled);
+        PyObject *more = count == NULL ? NULL : PyNumber_Add(count, one);
+        Py_XDECREF(one);
+        Py_XDECREF(count);
+        if (more == NULL) {
+            return NULL;
+        }
+        SLOT(self, off_s_future) = Py_NewRef(Py_None);
+        Py_DECREF(future);
+        int rc = PyObject_SetAttr(queue, str_cancelled, more);
+        Py_DECREF(more);
+        if (rc < 0) {
+            return NULL;
+        }
+    }
+    PyObject *old = SLOT(self, off_s_result);
+    SLOT(self, off_s_result) = Py_NewRef(timer_cancelled);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef sleeper_cancel_def = {
+    "cancel", (PyCFunction)sleeper_cancel, METH_NOARGS,
+    "Cancel the timer: its future is left alone (as TimerHandle.cancel() leaves it)."};
+
+/* sleep_timer_cancel(cancelled) -> a method of SleepTimer: its cancel(), compiled. */
+static PyObject *
+sleep_timer_cancel(PyObject *module, PyObject *cancelled)
+{
+    if (sleeper_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup() was not called");
+        return NULL;
+    }
+    Py_XSETREF(timer_cancelled, Py_NewRef(cancelled));
+    return PyDescr_NewMethod(sleeper_type, &sleeper_cancel_def);
 }
 
 /* ---------------------------------------------------------------------------- sleep */
@@ -3048,6 +3103,8 @@ static PyMethodDef methods[] = {
      "fire(heap, now, seconds, ready_append) -> (fired, dead, seconds)"},
     {"run_ready", (PyCFunction)(void (*)(void))run_ready, METH_FASTCALL,
      "run_ready(popleft, ntodo, failed) -> None"},
+    {"sleep_timer_cancel", (PyCFunction)sleep_timer_cancel, METH_O,
+     "sleep_timer_cancel(cancelled) -> SleepTimer.cancel, compiled (a method descriptor)"},
     {"plain_rounds", (PyCFunction)(void (*)(void))plain_rounds, METH_FASTCALL,
      "plain_rounds(loop, heap, ready, timers, world, threads, popleft, failed) -> rounds"},
     {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},

@@ -34,6 +34,18 @@ def run_ready(
     failed: Callable[[Any, BaseException], object],
     /,
 ) -> None: ...
+def plain_rounds(
+    loop: object,
+    heap: list[Any],
+    ready: Any,
+    timers: object,
+    world: object,
+    threads: dict[int, Any],
+    popleft: Callable[[], Any],
+    failed: Callable[[Any, BaseException], object],
+    /,
+) -> int: ...
+def sleep_timer_cancel(cancelled: object, /) -> Callable[[Any], None]: ...
 
 class SoonCaller:
     def __init__(
