@@ -78,7 +78,7 @@ import types
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import simpy
 
@@ -194,10 +194,12 @@ JOB_DURATION: Final = 30.0
 
 
 class ShopDraws:
-    """The shop's random draws, from one generator per run (the same calls on both sides)."""
+    """The shop's random draws, from one generator per run (the same calls on both sides);
+    without a seed, from the ``random`` module itself (the example, which seeds it)."""
 
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
+    def __init__(self, seed: int | None) -> None:
+        # (the module has the same functions as an instance: it is one, behind the scenes)
+        self.rng = cast("random.Random", random) if seed is None else random.Random(seed)
 
     def time_per_part(self) -> float:
         t = self.rng.normalvariate(PT_MEAN, PT_SIGMA)
@@ -275,9 +277,14 @@ class SimPyMachine:
     """The same machine as SimPy processes."""
 
     def __init__(
-        self, env: simpy.Environment, repairmen: simpy.PreemptiveResource, draws: ShopDraws
+        self,
+        env: simpy.Environment,
+        repairmen: simpy.PreemptiveResource,
+        draws: ShopDraws,
+        name: str = "",
     ) -> None:
         self.env = env
+        self.name = name
         self.parts_made = 0
         self.broken = False
         self.process = env.process(self.working(repairmen, draws))
@@ -552,70 +559,14 @@ def simpy_latency() -> None:
     env.run(until=100)
 
 
-class ExMachine:
-    def __init__(
-        self, env: simpy.Environment, name: str, repairman: simpy.PreemptiveResource
-    ) -> None:
-        self.env = env
-        self.name = name
-        self.parts_made = 0
-        self.broken = False
-        self.process = env.process(self.working(repairman))
-        env.process(self.breaking())
-
-    def working(self, repairman: simpy.PreemptiveResource) -> Steps:
-        env = self.env
-        while True:
-            left = ex_time_per_part()
-            while left:
-                start = env.now
-                try:
-                    yield env.timeout(left)
-                    left = 0
-                except simpy.Interrupt:
-                    self.broken = True
-                    left -= env.now - start
-                    with repairman.request(priority=1) as repair:
-                        yield repair
-                        yield env.timeout(REPAIR_TIME)
-                    self.broken = False
-            self.parts_made += 1
-
-    def breaking(self) -> Steps:
-        while True:
-            yield self.env.timeout(random.expovariate(1 / MTTF))
-            if not self.broken:
-                self.process.interrupt()
-
-
-def ex_time_per_part() -> float:
-    t = random.normalvariate(PT_MEAN, PT_SIGMA)
-    while t <= 0:
-        t = random.normalvariate(PT_MEAN, PT_SIGMA)
-    return t
-
-
-def ex_other_jobs(env: simpy.Environment, repairman: simpy.PreemptiveResource) -> Steps:
-    while True:
-        left = JOB_DURATION
-        while left:
-            with repairman.request(priority=2) as job:
-                yield job
-                start = env.now
-                try:
-                    yield env.timeout(left)
-                    left = 0
-                except simpy.Interrupt:
-                    left -= env.now - start
-
-
 def simpy_machine_shop() -> None:
     print("Machine shop")
     random.seed(EXAMPLE_SEED)
     env = simpy.Environment()
     repairman = simpy.PreemptiveResource(env, capacity=1)
-    shop = [ExMachine(env, f"Machine {i}", repairman) for i in range(10)]
-    env.process(ex_other_jobs(env, repairman))
+    draws = ShopDraws(None)
+    shop = [SimPyMachine(env, repairman, draws, f"Machine {i}") for i in range(10)]
+    env.process(simpy_other_jobs(env, repairman))
     env.run(until=4 * MINUTES_PER_WEEK)
     print("Machine shop results after 4 weeks")
     for machine in shop:
