@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Final
 
-from .._shared._time import TICKS_PER_SECOND
+from .._shared._time import delay_ticks, to_ticks
 from ._check import check_positive
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
@@ -238,12 +238,10 @@ def _sleep_anyio(env: Simulation, delay: float) -> Generator[Any, Any, None]:
         task = lowlevel.current_task()
         if delay > 0:
             # A kit wait (virtualtime/trio/_park.py), the Timer's rounding: the instant is the
-            # current tick plus the delay in ticks (to_ticks and delay_ticks, inlined; the
-            # clock is the run's, so its current_time() is trio.current_time()).  Interrupts
-            # wake it early (Process.interrupt).
-            step = round(delay * TICKS_PER_SECOND)
-            ticks = round(clock.current_time() * TICKS_PER_SECOND) + (step if step > 0 else 1)
-            clock._kit_round = -1  # _vt_fresh(): the process may just have entered a move_on_after
+            # current tick plus the delay in ticks (the clock is the run's: its current_time()
+            # is trio.current_time()).  Interrupts wake it early (Process.interrupt).
+            ticks = to_ticks(clock.current_time()) + delay_ticks(delay)
+            clock._vt_fresh()  # the process may just have entered a move_on_after
             parked = clock._vt_sleep(ticks, task)
             if parked is None:  # nothing else can happen first: time moves in place
                 yield from lowlevel.checkpoint_if_cancelled()  # a cancelled task moves no time

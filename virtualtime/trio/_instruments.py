@@ -24,6 +24,7 @@ Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layo
 from __future__ import annotations
 
 import collections
+import math
 import typing
 from collections import abc as _abc
 
@@ -99,24 +100,9 @@ class ClockInstrument(trio.abc.Instrument):
             clock._plan = NO_PLAN
             if clock._scheduled or clock._said != clock._said_seen:
                 return
-            head = clock._plan_kit
-            if head >= 0:
-                # To a kit wait, at its exact tick, and wake it (_advance_to's first case,
-                # inlined: the jump of every parked kit sleep).
-                clock._plan_kit = -1
-                if head > clock._ticks:
-                    clock._ticks = head
-                    now = head / _time.TICKS_PER_SECOND
-                    if now > clock._now:
-                        clock._now = now
-                clock._jumps += 1
-                clock._hold_since = None
-                try:
-                    _park.wake_next(clock, clock._ticks)
-                except BaseException as exc:  # pragma: no cover - a quiet() check that failed
-                    clock._failed(exc)
-                return
             deadline = clock._plan_deadline
+            if clock._plan_kit >= 0:
+                deadline = math.inf  # to a kit wait: _advance_to goes to its tick
             if deadline < FINE_LIMIT:
                 # Floats finer than a tick: ticks_until's carried rounding, inlined.
                 scaled = (deadline - clock._now) * _time.TICKS_PER_SECOND
