@@ -1496,6 +1496,20 @@ run_ready_n(PyObject *popleft, Py_ssize_t ntodo, PyObject *failed)
 
 /* ------------------------------------------------------------------------- rounds */
 
+/* An attribute of the loop, read from its __dict__ (a borrowed reference; NULL with an
+   error set if it is not there). */
+/* Mirrors: ``loop.__dict__[name]`` (the loop's fields, as _control.py reads them). */
+static PyObject *
+loop_item(PyObject *dict, PyObject *name)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, name);
+    if (value == NULL && !PyErr_Occurred()) {
+        PyErr_SetObject(PyExc_AttributeError, name);
+    }
+    return value;
+}
+
+
 static PyObject *str_vt_plain = NULL, *str_stopping = NULL, *str_vt_drives = NULL,
                 *str_vt_rearmed = NULL, *str_vt_beyond = NULL, *str_vt_now = NULL,
                 *str_vt_instant_count = NULL, *str_vt_max_instant = NULL, *str_vt_fired = NULL,
@@ -1647,11 +1661,8 @@ round_kind(PyObject *dict, PyObject *heap, PyObject *ready, PyObject *timers, Py
 static int
 raise_now(PyObject *dict, PyObject *value)
 {
-    PyObject *was = PyDict_GetItemWithError(dict, str_vt_now);
+    PyObject *was = loop_item(dict, str_vt_now);
     if (was == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetObject(PyExc_AttributeError, str_vt_now);
-        }
         return -1;
     }
     if (was == value) {
@@ -1722,7 +1733,7 @@ plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         PyObject *now = kind == 1 ? PyTuple_GET_ITEM(PyList_GET_ITEM(heap, 0), 0)
-                                  : PyDict_GetItemWithError(dict, str_vt_ticks);
+                                  : loop_item(dict, str_vt_ticks);
         if (now == NULL) {
             goto error;
         }
@@ -1738,11 +1749,8 @@ plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(seconds);
             count = 0;
         }
-        PyObject *seconds = PyDict_GetItemWithError(dict, str_vt_now);
+        PyObject *seconds = loop_item(dict, str_vt_now);
         if (seconds == NULL) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetObject(PyExc_AttributeError, str_vt_now);
-            }
             Py_DECREF(now);
             goto error;
         }
@@ -1983,19 +1991,6 @@ make_inner(Sleep *self)
     PyObject *res = PyObject_Vectorcall(py_sleep, args, 1, kwnames);
     Py_DECREF(kwnames);
     return res;
-}
-
-/* An attribute of the loop, read from its __dict__ (a borrowed reference; NULL with an
-   error set if it is not there). */
-/* Mirrors: ``loop.__dict__[name]`` (the loop's fields, as _control.py reads them). */
-static PyObject *
-loop_item(PyObject *dict, PyObject *name)
-{
-    PyObject *value = PyDict_GetItemWithError(dict, name);
-    if (value == NULL && !PyErr_Occurred()) {
-        PyErr_SetObject(PyExc_AttributeError, name);
-    }
-    return value;
 }
 
 /* ticks + the ticks of a positive delay (what the pure path computes: ticks + max(1,
