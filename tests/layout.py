@@ -93,10 +93,17 @@ PARTS: tuple[Part, ...] = (
         ("shared", "engine"),
     ),
     Part(
+        "net",
+        ("virtualtime.net",),
+        "deterministic simulation testing: simulated hosts, links and faults behind the "
+        "loop's network seam, per-host clocks, seeded exploration, shrinking and replay",
+        ("shared", "clocks", "options", "engine", "trace"),
+    ),
+    Part(
         "api",
         ("virtualtime", "virtualtime._anyio"),
         "the front door: the curated names, and anyio_run (which picks a backend)",
-        ("shared", "clocks", "options", "engine", "trio", "trace"),
+        ("shared", "clocks", "options", "engine", "trio", "trace", "net"),
     ),
     Part(
         "sim",
@@ -108,7 +115,7 @@ PARTS: tuple[Part, ...] = (
         "testing",
         ("virtualtime.pytest_plugin",),
         "the pytest plugin: the marker, the fixture, the loop factories, the horizon watch",
-        ("shared", "clocks", "options", "engine", "trio", "api"),
+        ("shared", "clocks", "options", "engine", "trio", "api", "net"),
     ),
     Part(
         "experiment",

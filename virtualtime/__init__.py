@@ -28,7 +28,7 @@ or method that drives a loop or clock from outside is synchronous (``virtualtime
 ``loop.run_until(t)``, ``virtualtime.trio.run``).
 
 Part of ``api``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace`` (see tests/layout.py).
+``trace``, ``net`` (see tests/layout.py).
 """
 
 import sys as _sys

@@ -7,7 +7,7 @@ between backends is a one-word change.  Both trio and the loop are imported only
 :func:`anyio_run` is called: ``import virtualtime`` loads neither anyio nor trio.
 
 Part of ``api``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace`` (see tests/layout.py).
+``trace``, ``net`` (see tests/layout.py).
 """
 
 from __future__ import annotations

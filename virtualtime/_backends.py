@@ -10,7 +10,7 @@ stand-in for trio that stays silent unless trio itself is loaded; then it hands 
 runs with.  ``import virtualtime`` still imports neither trio nor ``virtualtime.trio``.
 
 Part of ``api``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace`` (see tests/layout.py).
+``trace``, ``net`` (see tests/layout.py).
 """
 
 from __future__ import annotations

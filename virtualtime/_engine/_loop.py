@@ -123,6 +123,7 @@ from ._cycle import CycleMixin
 from ._driving import DriveVerb, _Drive
 from ._handles import _WAKE_CONTEXT, _WAKERS, Task, _Soon, _Timer
 from ._history import HistoryRecord, TaskRecord
+from ._network import NetworkMixin
 from ._outside import OutsideWork
 from ._running import RUNNING_HERE
 from ._sockets import CountingSelector
@@ -212,7 +213,7 @@ def _is_process_pool(executor: concurrent.futures.Executor) -> bool:
     return process is not None and isinstance(executor, process.ProcessPoolExecutor)
 
 
-class VirtualEventLoop(CycleMixin):
+class VirtualEventLoop(NetworkMixin, CycleMixin):
     """An asyncio event loop whose clock is virtual: exact, instant and repeatable.
 
     Everything that asks the loop for the time -- ``asyncio.sleep``, ``wait_for``,

@@ -118,7 +118,7 @@ hold them.  Each module owns one concern:
 * ``_fixture`` -- :class:`VirtualTime` and the ``virtual_time`` fixture.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

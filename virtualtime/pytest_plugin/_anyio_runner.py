@@ -9,7 +9,7 @@ against deadlocks.  anyio has no hook for its runner, hence the patch; the face'
 in" says why it is safe.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the loop its marks ask for.  The face's "How it plugs in" tells the whole story;
 it is done.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ how the error is found inside an exception group.  The ``pytest_runtest_makerepo
 the report in place of the traceback unless ``--tb=long`` or ``native`` is asked for.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

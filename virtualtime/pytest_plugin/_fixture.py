@@ -6,7 +6,7 @@ function-scoped ``virtual_time`` fixture, which refuses a test that does not run
 time.  The fixture reaches pytest through the plugin's face, which imports it.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and teardown.  Each hook is a short dispatcher to the module that holds the work
 them because the plugin's face imports them (the face is the ``pytest11`` entry point).
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ what to do when a test runs on a real loop or clock (typically a runner kept ali
 wider-scoped anyio fixture).
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

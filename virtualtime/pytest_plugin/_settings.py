@@ -11,7 +11,7 @@ Read this module to change what a mark may say; the modules that act on a test s
 :func:`_settings`.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ call, used for anyio's tests and fixtures on trio) and, for pytest-trio, the run
 its ``trio`` mark for the length of the test (:func:`_guard_pytest_trio`, undone at teardown).
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ cause) when the test runs past its horizon or is interrupted; plus the helpers t
 ``pytest_runtest_call`` hook uses to put a pytest-asyncio test under it and to report.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``api`` (see tests/layout.py).
+``net``, ``api`` (see tests/layout.py).
 """
 
 from __future__ import annotations

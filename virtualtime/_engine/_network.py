@@ -1,0 +1,107 @@
+"""The loop's network seam: where a simulated network (``virtualtime.net``) takes a call.
+
+A world of simulated hosts (:class:`virtualtime.net.Network`) attaches itself to the loop as
+``loop._vt_net``; from then on every network method of the loop asks it first, and it answers
+for the names and addresses of its own hosts (and for the simulated sockets and transports it
+made), leaving everything else -- ``127.0.0.1``, a real redis-server, a real PostgreSQL -- to
+the stock methods, as outside work.  The engine knows nothing of hosts or links: it only
+defines this seam (:class:`NetworkSeam`, the methods a world provides) and routes through it.
+With no world attached, each method costs one attribute test more than the stock one.
+
+Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+__all__ = ["NOT_OURS", "NetworkMixin", "NetworkSeam"]
+
+_Args = tuple[Any, ...]
+_Kwargs = dict[str, Any]
+
+NOT_OURS: Final[Any] = NotImplemented
+"""What a world's method returns for a call it leaves to the real network."""
+
+
+class NetworkSeam(Protocol):
+    """What a simulated network provides to the loop: one coroutine per network method.
+
+    Each takes the loop and the method's own arguments and returns the method's result, or
+    :data:`NOT_OURS` when the call is not for the world (a real address, a real socket), so
+    that the stock method serves it.
+    """
+
+    async def getaddrinfo(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def getnameinfo(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def create_connection(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def create_server(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def create_unix_connection(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def create_unix_server(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def create_datagram_endpoint(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def start_tls(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def sock_connect(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    async def sock_op(self, name: str, loop: Any, args: _Args, kwargs: _Kwargs) -> Any: ...
+    def owns_socket(self, sock: object) -> bool: ...
+
+
+def _routed(name: str) -> Callable[..., Any]:
+    """A loop method that asks the attached world first, then the stock method."""
+
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        net = self._vt_net
+        if net is not None:
+            result = await getattr(net, name)(self, args, kwargs)
+            if result is not NOT_OURS:
+                return result
+        return await getattr(super(NetworkMixin, self), name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (
+        f"Like :meth:`asyncio.loop.{name}`; for a host of an attached simulated network "
+        "(:mod:`virtualtime.net`), the world answers."
+    )
+    return method
+
+
+def _sock_routed(name: str) -> Callable[..., Any]:
+    """A ``sock_*`` method: a simulated socket is served by its world, any other stock."""
+
+    async def method(self: Any, sock: socket.socket, *args: Any, **kwargs: Any) -> Any:
+        net = self._vt_net
+        if net is not None and net.owns_socket(sock):
+            return await net.sock_op(name, self, (sock, *args), kwargs)
+        return await getattr(super(NetworkMixin, self), name)(sock, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (
+        f"Like :meth:`asyncio.loop.{name}`; a socket connected into a simulated network "
+        "(:mod:`virtualtime.net`) is served by its world."
+    )
+    return method
+
+
+class NetworkMixin:
+    """The network methods of :class:`~virtualtime.VirtualEventLoop`, routed through a world."""
+
+    _vt_net: NetworkSeam | None = None
+    """The attached simulated network, or None (every call is the stock one)."""
+
+    getaddrinfo = _routed("getaddrinfo")
+    getnameinfo = _routed("getnameinfo")
+    create_connection = _routed("create_connection")
+    create_server = _routed("create_server")
+    create_unix_connection = _routed("create_unix_connection")
+    create_unix_server = _routed("create_unix_server")
+    create_datagram_endpoint = _routed("create_datagram_endpoint")
+    start_tls = _routed("start_tls")
+    sock_connect = _routed("sock_connect")
+    sock_recv = _sock_routed("sock_recv")
+    sock_recv_into = _sock_routed("sock_recv_into")
+    sock_sendall = _sock_routed("sock_sendall")
+    sock_recvfrom = _sock_routed("sock_recvfrom")
+    sock_recvfrom_into = _sock_routed("sock_recvfrom_into")
+    sock_sendto = _sock_routed("sock_sendto")
+    sock_sendfile = _sock_routed("sock_sendfile")
