@@ -451,7 +451,7 @@ class TimePatch(ClockPatch):
     The loop creates one and enters it around each ``run_forever()``; users never touch it.
     """
 
-    __slots__ = ("loop",)
+    __slots__ = ("loop", "view")
 
     def __init__(self, loop: VirtualEventLoop, wall_start: float, *, direct: bool) -> None:
         super().__init__(loop.time, to_ticks(loop.start_time), wall_start)
@@ -460,9 +460,15 @@ class TimePatch(ClockPatch):
         # attributes may be read in place of calling it (the compiled path does).
         if direct:
             self._source = loop
+        # A simulated network with per-host clocks (virtualtime.net) sets a view: the tick
+        # count the calling code's host reads when the loop's is ``ticks`` (and clears
+        # _source, so the compiled clocks call seconds() and ticks() instead of reading the
+        # loop's fields).
+        self.view: Callable[[int], int] | None = None
 
     def ticks(self) -> int:
-        return self.loop.ticks
+        view = self.view
+        return self.loop.ticks if view is None else view(self.loop.ticks)
 
     def __repr__(self) -> str:
         return f"<TimePatch loop={self.loop!r} wall_start={self.wall_start!r}>"

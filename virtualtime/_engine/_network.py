@@ -17,7 +17,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
-__all__ = ["NOT_OURS", "NetworkMixin", "NetworkSeam"]
+__all__ = ["NOT_OURS", "NetworkMixin", "NetworkSeam", "context_of", "requeue"]
 
 _Args = tuple[Any, ...]
 _Kwargs = dict[str, Any]
@@ -105,3 +105,22 @@ class NetworkMixin:
     sock_recvfrom_into = _sock_routed("sock_recvfrom_into")
     sock_sendto = _sock_routed("sock_sendto")
     sock_sendfile = _sock_routed("sock_sendfile")
+
+
+def context_of(handle: Any) -> Any:
+    """The context a ready handle runs in: whose code it is (a world's pause and crash gate).
+
+    asyncio-private: ``Handle._context`` is where every handle keeps the context it was
+    scheduled with (stock and lean handles alike); no public accessor exists before 3.12's
+    ``get_context()``, and it exists on every version we support.  A canary test checks it.
+    """
+    return handle._context
+
+
+def requeue(loop: Any, handles: list[Any]) -> None:
+    """Put handles a gate held back at the end of the loop's ready queue (they run next round).
+
+    asyncio-private: ``_ready`` is the stock loop's deque of ready handles, which the loop's
+    own round (``_cycle``) runs; a gate takes handles out of it, and this puts them back.
+    """
+    loop._ready.extend(handles)

@@ -1,0 +1,797 @@
+"""The world's answers to the loop's network methods (the engine's :class:`NetworkSeam`).
+
+Each method takes a call the loop received (``create_connection``, ``create_server``,
+``getaddrinfo``, ``sock_connect`` ...) and either serves it inside the world -- a host name or
+address of the world, a simulated socket or transport, a server on the calling host -- or
+returns :data:`~virtualtime._engine._network.NOT_OURS`, and the real network serves it.  The
+rule for "inside": the *destination* is a host of the world (connections, datagrams to an
+address), or the *caller* lives on a host and binds no real address (servers, endpoints, Unix
+sockets).  ``127.0.0.1`` and ``localhost`` are always real.
+
+How a TCP connection is made: the SYN travels one link latency to the server's host; there
+the listening server's protocol factory is called and its protocol's ``connection_made``
+runs (in the server's context); the answer travels back, and ``create_connection`` returns
+one round trip after it was called.  No listener: ``ConnectionRefusedError`` after one round
+trip.  A partition or a down host: no answer, until the heal (the SYN waits with the bytes)
+or the world's ``connect_timeout``.  TLS (``ssl=``, ``start_tls``) runs over the simulated
+stream through :mod:`._tls`.
+
+Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see tests/layout.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import errno
+import socket
+import ssl as _ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from .._engine._network import NOT_OURS
+from .._shared._errors import InvalidValueError, UsageError
+from .._shared._time import TICKS_PER_SECOND
+from ._streams import DatagramTransport, Flow, SimSocket, StreamTransport
+
+if TYPE_CHECKING:
+    from ._world import Host, Network
+
+__all__ = ["Seam", "Server"]
+
+_ANY: Final = frozenset({None, "", "0.0.0.0", "::"})
+_REAL: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+_Args = tuple[Any, ...]
+_Kwargs = dict[str, Any]
+
+
+def _bind(signature: Callable[..., Any], args: _Args, kwargs: _Kwargs) -> dict[str, Any]:
+    """The call's arguments by name, as the stock method would take them."""
+    return dict(signature(*args, **kwargs))
+
+
+def _port(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str):
+        if value.isdigit():
+            return int(value)
+        return socket.getservbyname(value)
+    if value is None:
+        return 0
+    raise InvalidValueError(f"port must be an int or a service name, got {value!r}")
+
+
+def _create_connection_args(
+    protocol_factory: Any,
+    host: Any = None,
+    port: Any = None,
+    *,
+    ssl: Any = None,
+    family: int = 0,
+    proto: int = 0,
+    flags: int = 0,
+    sock: Any = None,
+    local_addr: Any = None,
+    server_hostname: Any = None,
+    ssl_handshake_timeout: Any = None,
+    ssl_shutdown_timeout: Any = None,
+    happy_eyeballs_delay: Any = None,
+    interleave: Any = None,
+    all_errors: bool = False,
+) -> Any:
+    return locals().items()
+
+
+def _create_server_args(
+    protocol_factory: Any,
+    host: Any = None,
+    port: Any = None,
+    *,
+    family: int = 0,
+    flags: int = 0,
+    sock: Any = None,
+    backlog: int = 100,
+    ssl: Any = None,
+    reuse_address: Any = None,
+    reuse_port: Any = None,
+    keep_alive: Any = None,
+    ssl_handshake_timeout: Any = None,
+    ssl_shutdown_timeout: Any = None,
+    start_serving: bool = True,
+) -> Any:
+    return locals().items()
+
+
+def _unix_connection_args(
+    protocol_factory: Any,
+    path: Any = None,
+    *,
+    ssl: Any = None,
+    sock: Any = None,
+    server_hostname: Any = None,
+    ssl_handshake_timeout: Any = None,
+    ssl_shutdown_timeout: Any = None,
+) -> Any:
+    return locals().items()
+
+
+def _unix_server_args(
+    protocol_factory: Any,
+    path: Any = None,
+    *,
+    sock: Any = None,
+    backlog: int = 100,
+    ssl: Any = None,
+    ssl_handshake_timeout: Any = None,
+    ssl_shutdown_timeout: Any = None,
+    start_serving: bool = True,
+    cleanup_socket: bool = True,
+) -> Any:
+    return locals().items()
+
+
+def _datagram_args(
+    protocol_factory: Any,
+    local_addr: Any = None,
+    remote_addr: Any = None,
+    *,
+    family: int = 0,
+    proto: int = 0,
+    flags: int = 0,
+    reuse_address: Any = None,
+    reuse_port: Any = None,
+    allow_broadcast: Any = None,
+    sock: Any = None,
+) -> Any:
+    return locals().items()
+
+
+def _getaddrinfo_args(
+    host: Any, port: Any, *, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
+) -> Any:
+    return locals().items()
+
+
+def _start_tls_args(
+    transport: Any,
+    protocol: Any,
+    sslcontext: Any,
+    *,
+    server_side: bool = False,
+    server_hostname: Any = None,
+    ssl_handshake_timeout: Any = None,
+    ssl_shutdown_timeout: Any = None,
+) -> Any:
+    return locals().items()
+
+
+def _tls_context(value: Any, server_side: bool) -> _ssl.SSLContext:
+    if value is True:
+        if server_side:
+            raise InvalidValueError("a server needs an ssl.SSLContext, not ssl=True")
+        return _ssl.create_default_context()
+    if isinstance(value, _ssl.SSLContext):
+        return value
+    raise InvalidValueError(f"ssl must be an ssl.SSLContext or True, got {value!r}")
+
+
+class Server(asyncio.AbstractServer):
+    """A server listening on a simulated host (what ``create_server`` returns there)."""
+
+    def __init__(
+        self,
+        world: Network,
+        host: Host,
+        port: int | str,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        context: contextvars.Context,
+        tls: _ssl.SSLContext | None,
+        handshake_timeout: float | None,
+        serving: bool,
+    ) -> None:
+        self.world = world
+        self.host = host
+        self.port = port
+        self.protocol_factory = protocol_factory
+        self.context = context
+        self.tls = tls
+        self.handshake_timeout = handshake_timeout
+        self._serving = serving
+        self._closed = False
+        self._connections: set[StreamTransport] = set()
+        self._closed_event: asyncio.Event | None = None
+        unix = isinstance(port, str)
+        family = socket.AF_UNIX if unix else socket.AF_INET
+        local = port if unix else (host.address, port)
+        self._sockets = (SimSocket(family, socket.SOCK_STREAM, local, None),)
+
+    def __repr__(self) -> str:
+        return f"<Server {self.host.name}:{self.port} {'closed' if self._closed else 'open'}>"
+
+    @property
+    def sockets(self) -> tuple[SimSocket, ...]:  # type: ignore[override]
+        return () if self._closed else self._sockets
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self.world.loop
+        assert loop is not None
+        return loop
+
+    def is_serving(self) -> bool:
+        return self._serving and not self._closed
+
+    async def start_serving(self) -> None:
+        if self._closed:
+            raise UsageError(f"{self!r} is closed")
+        self._serving = True
+
+    async def serve_forever(self) -> None:
+        if self._closed:
+            raise UsageError(f"{self!r} is closed")
+        self._serving = True
+        try:
+            await self._event().wait()
+        except asyncio.CancelledError:
+            self.close()
+            raise
+
+    def _event(self) -> asyncio.Event:
+        if self._closed_event is None:
+            self._closed_event = asyncio.Event()
+            if self._closed:
+                self._closed_event.set()
+        return self._closed_event
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._serving = False
+        registry = self.host.unix_servers if isinstance(self.port, str) else self.host.servers
+        if registry.get(self.port) is self:  # type: ignore[call-overload]
+            del registry[self.port]  # type: ignore[arg-type]
+        if self._closed_event is not None:
+            self._closed_event.set()
+
+    def close_clients(self) -> None:
+        for transport in list(self._connections):
+            transport.close()
+
+    def abort_clients(self) -> None:
+        for transport in list(self._connections):
+            transport.abort()
+
+    async def wait_closed(self) -> None:
+        """Wait until the server is closed (its open connections are the protocols' own)."""
+        if not self._closed:
+            await self._event().wait()
+
+    async def __aenter__(self) -> Server:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+        await self.wait_closed()
+
+
+class _Connect:
+    """A connect on its way: the SYN, its answer, its timeout."""
+
+    __slots__ = ("client", "done", "dst", "port", "src", "timer", "unix")
+
+    def __init__(
+        self, src: Host, dst: Host, port: int | str, client: StreamTransport, done: asyncio.Future[Any]
+    ) -> None:
+        self.src = src
+        self.dst = dst
+        self.port = port
+        self.client = client
+        self.done = done
+        self.timer: Any = None
+        self.unix = isinstance(port, str)
+
+
+class Seam:
+    """The network methods of a world (mixed into :class:`~virtualtime.net.Network`)."""
+
+    loop: Any
+    _held_connects: list[_Connect]
+
+    def __init__(self) -> None:
+        self._socks: dict[int, tuple[Any, StreamTransport]] = {}
+
+    # ---------------------------------------------------------------- helpers
+
+    def _caller(self) -> Host | None:
+        from ._world import current_host
+
+        host = current_host()
+        return host if host is not None and host.world is self else None
+
+    def _source(self) -> Host:
+        """The host a connection leaves from: the caller's, or the world's ``main`` host."""
+        host = self._caller()
+        if host is not None:
+            if not host.up:
+                raise OSError(errno.ENETDOWN, f"host {host.name!r} is down")
+            return host
+        world: Network = self  # type: ignore[assignment]
+        try:
+            return world["main"]
+        except KeyError:
+            return world.host("main")
+
+    def owns_socket(self, sock: object) -> bool:
+        return id(sock) in self._socks and self._socks[id(sock)][0] is sock
+
+    def forget_socket(self, transport: StreamTransport) -> None:
+        for key, (sock, end) in list(self._socks.items()):
+            if end is transport:
+                del self._socks[key]
+                sock.close()
+
+    # ----------------------------------------------------------- connecting
+
+    async def _connect(
+        self, src: Host, dst: Host, port: int | str, context: contextvars.Context
+    ) -> StreamTransport:
+        world: Network = self  # type: ignore[assignment]
+        loop = world.attach()
+        unix = isinstance(port, str)
+        family = socket.AF_UNIX if unix else socket.AF_INET
+        local: Any = "" if unix else (src.address, src.port())
+        remote: Any = port if unix else (dst.address, port)
+        client = StreamTransport(
+            world, src, None, context, SimSocket(family, socket.SOCK_STREAM, local, remote), unix=unix
+        )
+        done: asyncio.Future[Any] = loop.create_future()
+        attempt = _Connect(src, dst, port, client, done)
+        if world.connect_timeout:
+            attempt.timer = world.at(
+                loop._vt_ticks + round(world.connect_timeout * TICKS_PER_SECOND),
+                self._connect_timed_out,
+                world.context,
+                attempt,
+            )
+        self._send_syn(attempt)
+        try:
+            return await done  # type: ignore[no-any-return]
+        except BaseException:
+            if attempt.timer is not None:
+                attempt.timer.cancel()
+            if done.done() and not done.cancelled() and done.exception() is None:
+                client.abort()
+            elif not client._lost:
+                client._closing = client._lost = True
+                src.transports.discard(client)
+            if attempt in self._held_connects:
+                self._held_connects.remove(attempt)
+            raise
+
+    def _send_syn(self, attempt: _Connect) -> None:
+        world: Network = self  # type: ignore[assignment]
+        if not world.connected(attempt.src, attempt.dst):
+            self._held_connects.append(attempt)
+            return
+        delay = world.link_of(attempt.src, attempt.dst).delay_ticks(world)
+        world.at(world.ticks() + delay, self._syn_arrives, world.context, attempt)
+
+    def resume_held(self) -> None:
+        """After a heal or a restart: held SYNs go again, held bytes move."""
+        world: Network = self  # type: ignore[assignment]
+        held, self._held_connects = self._held_connects, []
+        for attempt in held:
+            if not attempt.done.done():
+                self._send_syn(attempt)
+        for host in world.hosts:
+            for transport in list(host.transports):
+                if transport.out is not None and transport.out.held:
+                    transport.out.pump()
+
+    def _connect_timed_out(self, attempt: _Connect) -> None:
+        if not attempt.done.done():
+            attempt.done.set_exception(TimeoutError(errno.ETIMEDOUT, "Connection timed out"))
+
+    def _syn_arrives(self, attempt: _Connect) -> None:
+        world: Network = self  # type: ignore[assignment]
+        if attempt.done.done():
+            return
+        src, dst = attempt.src, attempt.dst
+        if not world.connected(src, dst):
+            self._held_connects.append(attempt)  # lost on the way: sent again at the heal
+            return
+        registry: dict[Any, Server] = dst.unix_servers if attempt.unix else dst.servers
+        server = registry.get(attempt.port)
+        back = world.link_of(dst, src).delay_ticks(world)
+        if server is None or not server.is_serving():
+            world.at(world.ticks() + back, self._refused, world.context, attempt)
+            return
+        client = attempt.client
+        family = socket.AF_UNIX if attempt.unix else socket.AF_INET
+        sock = SimSocket(family, socket.SOCK_STREAM, client._sock._remote, client._sock._local)
+        end = StreamTransport(world, dst, None, server.context, sock, unix=attempt.unix)
+        client.out = Flow(world, client, end)
+        end.out = Flow(world, end, client)
+        client.incoming, end.incoming = end.out, client.out
+        server._connections.add(end)
+        server.context.run(self._accept, server, end)
+        world.at(world.ticks() + back, self._established, world.context, attempt)
+
+    def _accept(self, server: Server, end: StreamTransport) -> None:
+        world: Network = self  # type: ignore[assignment]
+        loop = world.loop
+        try:
+            protocol = server.protocol_factory()
+        except Exception as exc:
+            loop.call_exception_handler(
+                {"message": "the server's protocol factory failed", "exception": exc}
+            )
+            end.abort()
+            return
+        if server.tls is not None:
+            loop.create_task(self._accept_tls(server, end, protocol))
+            return
+        end._protocol = protocol
+        end._call("connection_made", end)
+
+    async def _accept_tls(self, server: Server, end: StreamTransport, protocol: Any) -> None:
+        from ._tls import wrap
+
+        assert server.tls is not None
+        try:
+            await wrap(
+                self.loop,
+                end,
+                protocol,
+                server.tls,
+                server_side=True,
+                server_hostname=None,
+                handshake_timeout=server.handshake_timeout,
+            )
+        except (OSError, _ssl.SSLError, TimeoutError, asyncio.CancelledError):
+            end.abort()  # a failed handshake closes the connection, as asyncio's does
+
+    def _refused(self, attempt: _Connect) -> None:
+        if not attempt.done.done():
+            attempt.done.set_exception(
+                ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed")
+            )
+
+    def _established(self, attempt: _Connect) -> None:
+        if attempt.timer is not None:
+            attempt.timer.cancel()
+        if attempt.done.done():
+            attempt.client.abort()
+            return
+        attempt.done.set_result(attempt.client)
+
+    async def _finish(
+        self,
+        client: StreamTransport,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        tls: Any,
+        server_hostname: Any,
+        host_name: str | None,
+        handshake_timeout: Any,
+    ) -> tuple[asyncio.BaseTransport, asyncio.BaseProtocol]:
+        protocol = protocol_factory()
+        if tls is None or tls is False:
+            client._protocol = protocol
+            client._call("connection_made", client)
+            if client.inbox or client._eof_in:
+                client._feed()
+            return client, protocol
+        from ._tls import wrap
+
+        context = _tls_context(tls, server_side=False)
+        if server_hostname is None:
+            server_hostname = host_name
+        try:
+            transport = await wrap(
+                self.loop,
+                client,
+                protocol,
+                context,
+                server_side=False,
+                server_hostname=server_hostname or None,
+                handshake_timeout=handshake_timeout,
+            )
+        except BaseException:
+            client.abort()
+            raise
+        return transport, protocol
+
+    # ------------------------------------------------------- the seam methods
+
+    async def getaddrinfo(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        call = _bind(_getaddrinfo_args, args, kwargs)
+        world: Network = self  # type: ignore[assignment]
+        host = world.resolve(call["host"])
+        if host is None:
+            return NOT_OURS
+        family, kind, proto = call["family"], call["type"], call["proto"]
+        if family not in (0, socket.AF_INET, socket.AF_UNSPEC):
+            raise socket.gaierror(socket.EAI_ADDRFAMILY, "Address family for hostname not supported")
+        port = _port(call["port"])
+        kinds = [kind] if kind else [socket.SOCK_STREAM, socket.SOCK_DGRAM]
+        result = []
+        for each in kinds:
+            number = proto or (socket.IPPROTO_UDP if each == socket.SOCK_DGRAM else socket.IPPROTO_TCP)
+            result.append((socket.AF_INET, each, number, "", (host.address, port)))
+        return result
+
+    async def getnameinfo(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        sockaddr = args[0] if args else kwargs.get("sockaddr")
+        world: Network = self  # type: ignore[assignment]
+        host = world.resolve(sockaddr[0]) if isinstance(sockaddr, tuple) else None
+        if host is None:
+            return NOT_OURS
+        return host.name, str(sockaddr[1])
+
+    async def create_connection(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        call = _bind(_create_connection_args, args, kwargs)
+        world: Network = self  # type: ignore[assignment]
+        sock = call["sock"]
+        if sock is not None:
+            if not self.owns_socket(sock):
+                return NOT_OURS
+            _sock, client = self._socks.pop(id(sock))
+            sock.close()
+            pending = client._protocol
+            client._protocol = None
+            if isinstance(pending, _SockBuffer) and pending.buffer:
+                client.inbox.appendleft(bytes(pending.buffer))
+            return await self._finish(
+                client,
+                call["protocol_factory"],
+                call["ssl"],
+                call["server_hostname"],
+                client.world.resolve(client._sock._remote[0]).name,  # type: ignore[union-attr]
+                call["ssl_handshake_timeout"],
+            )
+        dst = world.resolve(call["host"])
+        if dst is None:
+            return NOT_OURS
+        src = self._source()
+        port = _port(call["port"])
+        client = await self._connect(src, dst, port, contextvars.copy_context())
+        return await self._finish(
+            client,
+            call["protocol_factory"],
+            call["ssl"],
+            call["server_hostname"],
+            str(call["host"]),
+            call["ssl_handshake_timeout"],
+        )
+
+    async def create_server(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        call = _bind(_create_server_args, args, kwargs)
+        world: Network = self  # type: ignore[assignment]
+        host = self._caller()
+        bind = call["host"]
+        if call["sock"] is not None:
+            return NOT_OURS
+        if host is None:
+            target = world.resolve(bind) if isinstance(bind, str) else None
+            if target is None:
+                return NOT_OURS
+            host = target
+        elif isinstance(bind, str) and bind not in _ANY:
+            if bind in _REAL or world.resolve(bind) is None:
+                return NOT_OURS
+            if world.resolve(bind) is not host:
+                raise OSError(errno.EADDRNOTAVAIL, f"cannot bind {bind!r}: not host {host.name!r}'s")
+        elif isinstance(bind, list | tuple):
+            if any(item in _REAL for item in bind):
+                return NOT_OURS
+        if not host.up:
+            raise OSError(errno.ENETDOWN, f"host {host.name!r} is down")
+        port = _port(call["port"]) or host.port()
+        if port in host.servers:
+            raise OSError(errno.EADDRINUSE, f"address already in use: {host.name}:{port}")
+        tls = None if call["ssl"] is None else _tls_context(call["ssl"], server_side=True)
+        server = Server(
+            world,
+            host,
+            port,
+            call["protocol_factory"],
+            contextvars.copy_context(),
+            tls,
+            call["ssl_handshake_timeout"],
+            bool(call["start_serving"]),
+        )
+        host.servers[port] = server
+        return server
+
+    async def create_unix_server(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        call = _bind(_unix_server_args, args, kwargs)
+        host = self._caller()
+        if host is None or call["sock"] is not None:
+            return NOT_OURS
+        path = call["path"]
+        if not isinstance(path, str | bytes) or not path:
+            raise InvalidValueError(f"path must be a non-empty str, got {path!r}")
+        path = path.decode() if isinstance(path, bytes) else path
+        if path in host.unix_servers:
+            raise OSError(errno.EADDRINUSE, f"address already in use: {path}")
+        tls = None if call["ssl"] is None else _tls_context(call["ssl"], server_side=True)
+        world: Network = self  # type: ignore[assignment]
+        server = Server(
+            world,
+            host,
+            path,
+            call["protocol_factory"],
+            contextvars.copy_context(),
+            tls,
+            call["ssl_handshake_timeout"],
+            bool(call["start_serving"]),
+        )
+        host.unix_servers[path] = server
+        return server
+
+    async def create_unix_connection(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        call = _bind(_unix_connection_args, args, kwargs)
+        host = self._caller()
+        path = call["path"]
+        if isinstance(path, bytes):
+            path = path.decode()
+        if host is None or call["sock"] is not None or path not in host.unix_servers:
+            return NOT_OURS
+        client = await self._connect(host, host, path, contextvars.copy_context())
+        return await self._finish(
+            client,
+            call["protocol_factory"],
+            call["ssl"],
+            call["server_hostname"],
+            None,
+            call["ssl_handshake_timeout"],
+        )
+
+    async def create_datagram_endpoint(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        call = _bind(_datagram_args, args, kwargs)
+        world: Network = self  # type: ignore[assignment]
+        if call["sock"] is not None:
+            return NOT_OURS
+        local, remote = call["local_addr"], call["remote_addr"]
+        remote_host = None
+        if remote is not None:
+            remote_host = world.resolve(remote[0])
+            if remote_host is None:
+                return NOT_OURS
+        host = self._caller()
+        if local is not None and local[0] not in _ANY:
+            if local[0] in _REAL:
+                return NOT_OURS
+            bound = world.resolve(local[0])
+            if bound is None:
+                return NOT_OURS
+            if host is not None and bound is not host:
+                raise OSError(errno.EADDRNOTAVAIL, f"cannot bind {local[0]!r} on {host.name!r}")
+            host = bound
+        if host is None:
+            if remote_host is None:
+                return NOT_OURS
+            host = self._source()
+        port = _port(local[1]) if local is not None else 0
+        port = port or host.port()
+        if port in host.datagrams:
+            raise OSError(errno.EADDRINUSE, f"address already in use: {host.name}:{port}")
+        protocol = call["protocol_factory"]()
+        peer = None if remote_host is None else (remote_host.address, _port(remote[1]))
+        endpoint = DatagramTransport(
+            world, host, port, protocol, contextvars.copy_context(), peer
+        )
+        host.datagrams[port] = endpoint
+        endpoint.context.run(protocol.connection_made, endpoint)
+        return endpoint, protocol
+
+    def send_datagram(self, endpoint: DatagramTransport, data: bytes, addr: tuple[str, int]) -> None:
+        world: Network = self  # type: ignore[assignment]
+        src = endpoint.host
+        dst = world.resolve(addr[0])
+        if dst is None or not world.connected(src, dst):
+            return  # nowhere to go, or across a cut: UDP has no retransmission
+        link = world.link_of(src, dst)
+        chooser = world.chooser
+        if link.loss and chooser.chance(link.loss):
+            return
+        copies = 2 if link.duplicate and chooser.chance(link.duplicate) else 1
+        source = (src.address, endpoint.port)
+        for _ in range(copies):
+            arrival = world.ticks() + link.delay_ticks(world)
+            world.at(arrival, self._datagram_arrives, dst.context, dst, addr[1], data, source)
+
+    def _datagram_arrives(self, dst: Host, port: int, data: bytes, source: tuple[str, int]) -> None:
+        endpoint = dst.datagrams.get(port)
+        if endpoint is not None and dst.up:
+            endpoint.context.run(endpoint.received, data, source)
+
+    async def start_tls(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        call = _bind(_start_tls_args, args, kwargs)
+        transport = call["transport"]
+        if not isinstance(transport, StreamTransport) or transport.world is not self:
+            return NOT_OURS
+        from ._tls import wrap
+
+        return await wrap(
+            loop,
+            transport,
+            call["protocol"],
+            _tls_context(call["sslcontext"], bool(call["server_side"])),
+            server_side=bool(call["server_side"]),
+            server_hostname=call["server_hostname"],
+            handshake_timeout=call["ssl_handshake_timeout"],
+            shutdown_timeout=call["ssl_shutdown_timeout"],
+            call_connection_made=False,
+        )
+
+    async def sock_connect(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        sock = args[0] if args else kwargs["sock"]
+        address = args[1] if len(args) > 1 else kwargs["address"]
+        world: Network = self  # type: ignore[assignment]
+        if not isinstance(address, tuple) or not address:
+            return NOT_OURS
+        dst = world.resolve(address[0])
+        if dst is None:
+            return NOT_OURS
+        src = self._source()
+        client = await self._connect(src, dst, _port(address[1]), contextvars.copy_context())
+        buffer = _SockBuffer()
+        client._protocol = buffer
+        buffer.connection_made(client)
+        self._socks[id(sock)] = (sock, client)
+        return None
+
+    async def sock_op(self, name: str, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
+        sock = args[0]
+        _sock, client = self._socks[id(sock)]
+        buffer = client._protocol
+        assert isinstance(buffer, _SockBuffer)
+        if name == "sock_sendall":
+            client.write(args[1])
+            return None
+        if name in ("sock_recv", "sock_recv_into"):
+            data = await buffer.read(args[1] if name == "sock_recv" else len(args[1]))
+            if name == "sock_recv":
+                return data
+            memoryview(args[1])[: len(data)] = data
+            return len(data)
+        raise UsageError(f"loop.{name}() is not supported on a simulated stream socket")
+
+
+class _SockBuffer(asyncio.Protocol):
+    """The protocol of a socket connected with ``sock_connect``, until a transport takes it."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.eof = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return True
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.eof = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def read(self, n: int) -> bytes:
+        while not self.buffer and not self.eof:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data

@@ -1,0 +1,565 @@
+"""The bytes on a simulated link: stream and datagram transports between simulated hosts.
+
+A connection is two :class:`StreamTransport` ends joined by two :class:`Flow` objects, one
+per direction.  A flow is the link as the sender sees it: segments wait in its *send queue*
+while the receive window is full or the hosts are partitioned, then travel on the *wire*
+(each with its arrival instant: serialisation at the link's bandwidth, then its latency and
+jitter), then wait in the receiver's *inbox* while it has paused reading.  Three rules keep
+it a network rather than a scheduler:
+
+* **In order.**  A segment never arrives before the one sent ahead of it (jitter only delays),
+  and one timer per flow delivers everything due, so the order of timers at one instant --
+  which a seed may shuffle -- can never reorder a stream.
+* **Held, not lost.**  Across a partition nothing moves: segments wait (those already on the
+  wire go back to the head of the queue) and leave, in order, when the link heals.  Loss and
+  duplication are datagram faults; a stream is what TCP makes of a lossy link.
+* **Back-pressure.**  At most :data:`WINDOW` bytes are on the wire or unread at the receiver;
+  beyond that, writes wait in the sender's buffer, which is what ``get_write_buffer_size``
+  reports and what ``pause_writing``/``drain`` respond to.
+
+Protocol callbacks run in the context of the side that set the end up (the task that called
+``create_connection``, the one that called ``create_server``), so tasks they start live on
+that host.
+
+Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see tests/layout.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import errno
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
+
+if TYPE_CHECKING:
+    from ._world import Host, Network
+
+__all__ = ["WINDOW", "DatagramTransport", "Flow", "SimSocket", "StreamTransport"]
+
+WINDOW: Final = 256 * 1024
+"""Bytes a flow keeps on the wire or unread at the receiver before writes wait (a TCP window)."""
+
+_SEGMENT: Final = 64 * 1024
+"""The largest segment a write is cut into (so a window can open part way)."""
+
+_DATA: Final = 0
+_FIN: Final = 1
+_RST: Final = 2
+
+
+class SimSocket:
+    """What ``transport.get_extra_info("socket")`` gives for a simulated connection.
+
+    Libraries ask the socket of a transport for its addresses and set options on it (aiohttp
+    and redis-py set ``TCP_NODELAY``, anyio reads ``family`` and the addresses).  This one
+    answers with the simulated addresses, remembers options, and owns no descriptor.
+    """
+
+    def __init__(self, family: int, kind: int, local: Any, remote: Any) -> None:
+        self.family = family
+        self.type = kind
+        self.proto = 0 if family == socket.AF_UNIX else socket.IPPROTO_TCP
+        self._local = local
+        self._remote = remote
+        self._options: dict[tuple[int, int], Any] = {}
+
+    def fileno(self) -> int:
+        """-1: a simulated socket has no descriptor."""
+        return -1
+
+    def getsockname(self) -> Any:
+        """The local simulated address."""
+        return self._local
+
+    def getpeername(self) -> Any:
+        """The remote simulated address (``OSError`` ENOTCONN when there is none)."""
+        if self._remote is None:
+            raise OSError(errno.ENOTCONN, "Transport endpoint is not connected")
+        return self._remote
+
+    def setsockopt(self, level: int, option: int, value: Any, *rest: Any) -> None:
+        """Remember an option (it changes nothing on a simulated link)."""
+        self._options[level, option] = value
+
+    def getsockopt(self, level: int, option: int, *rest: Any) -> Any:
+        """An option set before, else 0."""
+        return self._options.get((level, option), 0)
+
+    def setblocking(self, flag: bool) -> None:
+        """Accepted and ignored: simulated sockets never block a thread."""
+
+    def gettimeout(self) -> float:
+        """0.0: non-blocking, as asyncio's sockets are."""
+        return 0.0
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __repr__(self) -> str:
+        return f"<SimSocket {self._local!r} -> {self._remote!r}>"
+
+
+def _check_data(data: object) -> bytes:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidTypeError(
+            f"data argument must be a bytes-like object, not {type(data).__name__!r}"
+        )
+    return bytes(data)
+
+
+class Flow:
+    """One direction of a connection: from ``src``'s host to ``dst``'s, over their link."""
+
+    __slots__ = (
+        "dst",
+        "held",
+        "last_arrival",
+        "pending",
+        "queue",
+        "queued_bytes",
+        "src",
+        "timer",
+        "tx_free",
+        "unacked",
+        "wire",
+        "world",
+    )
+
+    def __init__(self, world: Network, src: StreamTransport, dst: StreamTransport) -> None:
+        self.world = world
+        self.src = src
+        self.dst = dst
+        self.queue: collections.deque[tuple[int, bytes]] = collections.deque()
+        self.queued_bytes = 0  # data bytes in queue: the sender's write buffer
+        self.wire: collections.deque[tuple[int, int, bytes]] = collections.deque()
+        self.unacked = 0  # data bytes on the wire or in the receiver's inbox
+        self.tx_free = 0  # the tick the link's transmitter is free again
+        self.last_arrival = 0
+        self.timer: asyncio.TimerHandle | None = None
+        self.pending = 0  # the arrival tick the timer is set for
+        self.held = False
+
+    # ----------------------------------------------------------------- sending
+
+    def send(self, kind: int, data: bytes = b"") -> None:
+        """Queue a segment (cut to :data:`_SEGMENT`) and move what may move."""
+        if kind == _DATA:
+            for start in range(0, len(data), _SEGMENT):
+                piece = data[start : start + _SEGMENT]
+                self.queue.append((_DATA, piece))
+                self.queued_bytes += len(piece)
+        else:
+            self.queue.append((kind, data))
+        self.pump()
+
+    def pump(self) -> None:
+        """Put queued segments on the wire while the window and the link allow."""
+        world = self.world
+        src_host, dst_host = self.src.host, self.dst.host
+        if not world.connected(src_host, dst_host):
+            self.held = True
+            return
+        self.held = False
+        link = world.link_of(src_host, dst_host)
+        now = world.ticks()
+        moved = False
+        while self.queue:
+            kind, data = self.queue[0]
+            size = len(data)
+            if kind == _DATA and self.unacked and self.unacked + size > WINDOW:
+                break
+            self.queue.popleft()
+            if kind == _DATA:
+                self.queued_bytes -= size
+                self.unacked += size
+            start = max(now, self.tx_free)
+            if link.bandwidth is not None and size:
+                start += round(size / link.bandwidth * 1e9)
+            self.tx_free = start
+            arrival = start + link.delay_ticks(world)
+            if arrival < self.last_arrival:
+                arrival = self.last_arrival  # jitter delays, never reorders
+            self.last_arrival = arrival
+            self.wire.append((arrival, kind, data))
+            moved = True
+        if moved:
+            self._arm()
+        self.src.writable()
+
+    def _arm(self) -> None:
+        if not self.wire:
+            return
+        head = self.wire[0][0]
+        if self.timer is not None:
+            if self.pending <= head:
+                return
+            self.timer.cancel()
+        self.pending = head
+        self.timer = self.world.at(head, self._deliver, self.dst.context)
+
+    # ---------------------------------------------------------------- delivery
+
+    def _deliver(self) -> None:
+        self.timer = None
+        world = self.world
+        if not world.connected(self.src.host, self.dst.host):
+            # A partition fell while these were on the wire: they wait for the heal, first
+            # in line, and are sent again then (as TCP retransmits them).
+            while self.wire:
+                _arrival, kind, data = self.wire.pop()
+                if kind == _DATA:
+                    self.unacked -= len(data)
+                    self.queued_bytes += len(data)
+                self.queue.appendleft((kind, data))
+            self.held = True
+            self.src.writable()
+            return
+        now = world.ticks()
+        dst = self.dst
+        while self.wire and self.wire[0][0] <= now:
+            _arrival, kind, data = self.wire.popleft()
+            dst.arrive(self, kind, data)
+        self._arm()
+
+    def consumed(self, size: int) -> None:
+        """The receiver read ``size`` bytes: the window opens."""
+        self.unacked -= size
+        if self.queue:
+            self.pump()
+        else:
+            self.src.writable()
+
+    def drop(self) -> None:
+        """Forget everything in flight (the connection is gone)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.queue.clear()
+        self.wire.clear()
+        self.queued_bytes = 0
+        self.unacked = 0
+
+
+class StreamTransport(asyncio.Transport):
+    """One end of a simulated stream connection (TCP or a Unix socket between two hosts)."""
+
+    def __init__(
+        self,
+        world: Network,
+        host: Host,
+        protocol: asyncio.BaseProtocol | None,
+        context: contextvars.Context,
+        sock: SimSocket,
+        *,
+        unix: bool = False,
+    ) -> None:
+        super().__init__({"socket": sock, "sockname": sock._local, "peername": sock._remote})
+        self.world = world
+        self.host = host
+        self.context = context
+        self._protocol = protocol
+        self._sock = sock
+        self._unix = unix
+        self.out: Flow | None = None  # to the peer
+        self.incoming: Flow | None = None  # from the peer
+        self.inbox: collections.deque[bytes] = collections.deque()
+        self._eof_in = False  # a FIN is waiting behind the inbox
+        self._eof_out = False  # we wrote EOF (or closed)
+        self._closing = False
+        self._lost = False
+        self._reading = True
+        self._writing_paused = False
+        self._high = 64 * 1024
+        self._low = 16 * 1024
+        self._feeding = False
+        host.transports.add(self)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._lost else "closing" if self._closing else "open"
+        return f"<StreamTransport {self._sock._local!r} -> {self._sock._remote!r} {state}>"
+
+    # ----------------------------------------------------------- transport API
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._protocol  # type: ignore[return-value]
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._protocol = protocol
+        if self.inbox or self._eof_in:
+            self.world.soon(self._feed, self.context)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def is_reading(self) -> bool:
+        return self._reading and not self._closing
+
+    def pause_reading(self) -> None:
+        self._reading = False
+
+    def resume_reading(self) -> None:
+        if self._reading:
+            return
+        self._reading = True
+        if self.inbox or self._eof_in:
+            self.world.soon(self._feed, self.context)
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if high is None:
+            high = 64 * 1024 if low is None else 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise InvalidValueError(f"high ({high!r}) must be >= low ({low!r}) must be >= 0")
+        self._high, self._low = high, low
+        self.writable()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return (self._low, self._high)
+
+    def get_write_buffer_size(self) -> int:
+        return 0 if self.out is None else self.out.queued_bytes
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:  # type: ignore[override]
+        payload = _check_data(data)
+        if self._eof_out and not self._closing:
+            raise UsageError("Cannot call write() after write_eof()")
+        if self._closing or self.out is None or not payload:
+            return
+        self.out.send(_DATA, payload)
+        self.writable()
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.write(b"".join(_check_data(piece) for piece in list_of_data))
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        if self._eof_out or self._closing:
+            return
+        self._eof_out = True
+        if self.out is not None:
+            self.out.send(_FIN)
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if not self._eof_out and self.out is not None:
+            self._eof_out = True
+            self.out.send(_FIN)
+        self.world.soon(self._lose, self.context, None)
+
+    def abort(self) -> None:
+        if self._lost:
+            return
+        self._closing = True
+        if self.out is not None:
+            self.out.drop()
+            self.out.send(_RST)
+        self.world.soon(self._lose, self.context, None)
+
+    # --------------------------------------------------------------- internals
+
+    def writable(self) -> None:
+        """Tell the protocol to pause or resume writing as the buffer crosses its marks."""
+        if self._lost:
+            return
+        size = self.get_write_buffer_size()
+        if not self._writing_paused and size > self._high:
+            self._writing_paused = True
+            self._call("pause_writing")
+        elif self._writing_paused and size <= self._low:
+            self._writing_paused = False
+            self._call("resume_writing")
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self._protocol, name)(*args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.world.loop.call_exception_handler(
+                {
+                    "message": f"protocol.{name}() failed",
+                    "exception": exc,
+                    "transport": self,
+                    "protocol": self._protocol,
+                }
+            )
+            self.abort()
+            return None
+
+    def arrive(self, flow: Flow, kind: int, data: bytes) -> None:
+        """A segment reached this end (called in this end's context)."""
+        if self._lost:
+            if kind == _DATA:
+                flow.unacked -= len(data)
+                if self.out is not None and not self.world.is_down(self.host):
+                    # Data for a connection this end has closed: the peer is reset.
+                    self.out.send(_RST)
+            return
+        if kind == _RST:
+            self.reset()
+            return
+        if kind == _FIN:
+            self._eof_in = True
+        else:
+            self.inbox.append(data)
+        self._feed()
+
+    def _feed(self) -> None:
+        if self._feeding or self._lost or self._protocol is None:
+            return
+        self._feeding = True
+        try:
+            flow = self.incoming
+            while self.inbox and self._reading and not self._lost:
+                data = b"".join(self.inbox) if len(self.inbox) > 1 else self.inbox[0]
+                self.inbox.clear()
+                if flow is not None:
+                    flow.consumed(len(data))
+                self._hand_over(data)
+            if self._eof_in and not self.inbox and self._reading and not self._lost:
+                self._eof_in = False
+                keep_open = self._call("eof_received")
+                if self._closing:
+                    return
+                if not keep_open:
+                    self.close()
+        finally:
+            self._feeding = False
+
+    def _hand_over(self, data: bytes) -> None:
+        protocol = self._protocol
+        if isinstance(protocol, asyncio.BufferedProtocol):
+            view = memoryview(data)
+            while view and not self._lost:
+                buf = memoryview(self._call("get_buffer", len(view)))
+                n = min(len(buf), len(view))
+                if n == 0:
+                    self._call("connection_lost", RuntimeError("get_buffer() returned an empty buffer"))
+                    return
+                buf[:n] = view[:n]
+                self._call("buffer_updated", n)
+                view = view[n:]
+        else:
+            self._call("data_received", data)
+
+    def reset(self) -> None:
+        """The peer reset the connection (or its host crashed)."""
+        if self._lost:
+            return
+        self._closing = True
+        self.inbox.clear()
+        if self.out is not None:
+            self.out.drop()
+        self._lose(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"))
+
+    def _lose(self, exc: BaseException | None) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        self.host.transports.discard(self)
+        self.world.forget_socket(self)
+        self._call("connection_lost", exc)
+
+    def vanish(self) -> None:
+        """This end's host crashed: the end is gone without a word to its protocol."""
+        self._closing = self._lost = True
+        self.host.transports.discard(self)
+        self.world.forget_socket(self)
+        if self.out is not None:
+            self.out.drop()
+            peer = self.out.dst
+            self.world.at(
+                self.world.ticks() + self.world.link_of(self.host, peer.host).delay_ticks(self.world),
+                peer.reset,
+                peer.context,
+            )
+
+
+class DatagramTransport(asyncio.DatagramTransport):
+    """A UDP endpoint on a simulated host: datagrams may be lost, duplicated or reordered."""
+
+    def __init__(
+        self,
+        world: Network,
+        host: Host,
+        port: int,
+        protocol: asyncio.DatagramProtocol,
+        context: contextvars.Context,
+        remote: tuple[str, int] | None,
+    ) -> None:
+        sock = SimSocket(socket.AF_INET, socket.SOCK_DGRAM, (host.address, port), remote)
+        super().__init__({"socket": sock, "sockname": (host.address, port), "peername": remote})
+        self.world = world
+        self.host = host
+        self.port = port
+        self._protocol = protocol
+        self.context = context
+        self._remote = remote
+        self._closing = False
+
+    def __repr__(self) -> str:
+        return f"<DatagramTransport {self.host.address}:{self.port}>"
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._protocol
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._protocol = protocol  # type: ignore[assignment]
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def sendto(self, data: Any, addr: Any = None) -> None:
+        payload = _check_data(data)
+        if self._closing:
+            return
+        if addr is None:
+            if self._remote is None:
+                raise InvalidValueError("sendto() needs an address on an unconnected endpoint")
+            addr = self._remote
+        elif self._remote is not None and tuple(addr[:2]) != self._remote:
+            raise InvalidValueError(
+                f"Invalid address: must be None or {self._remote!r}, got {addr!r}"
+            )
+        self.world.send_datagram(self, payload, (str(addr[0]), int(addr[1])))
+
+    def received(self, data: bytes, source: tuple[str, int]) -> None:
+        """A datagram arrived (in this endpoint's context)."""
+        if self._closing:
+            return
+        if self._remote is not None and source != self._remote:
+            return  # a connected endpoint hears only its peer
+        try:
+            self._protocol.datagram_received(data, source)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self.world.loop.call_exception_handler(
+                {"message": "datagram_received() failed", "exception": exc, "transport": self}
+            )
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self.host.datagrams.pop(self.port, None)
+        self.world.soon(self._protocol.connection_lost, self.context, None)
+
+    def abort(self) -> None:
+        self.close()
+
+
+Callback = Callable[..., object]

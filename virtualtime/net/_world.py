@@ -1,0 +1,800 @@
+"""Simulated hosts and the network between them: :class:`Network` and :class:`Host`.
+
+A :class:`Network` is a world of hosts on one virtual loop.  A task *lives on* a host when it
+runs inside ``async with host:`` or was started by :meth:`Host.run` (and so does every task it
+starts: the host is a context variable).  The loop's network methods ask the world first
+(:mod:`virtualtime._engine._network`), and the world answers for its own hosts' names and
+addresses, its simulated sockets and transports, and the servers its hosts listen on
+(:mod:`._seam` has those answers; :mod:`._streams` the bytes on the links).  Everything else
+-- ``127.0.0.1``, ``localhost``, a real service -- goes to the real network, as outside work.
+
+Faults are the world's verbs: :meth:`Network.partition` / :meth:`Network.heal`,
+:meth:`Network.link` (latency, jitter, loss, duplication, bandwidth of one pair),
+:meth:`Host.crash` / :meth:`Host.restart`, :meth:`Host.pause`; each host has its own clock
+(:meth:`Host.set_clock`), which ``loop.time()``-based timeouts and, with ``patch_time=True``,
+``time.time()``, ``time.monotonic()`` and ``datetime.now()`` follow for code on that host.
+
+Every draw the world makes (jitter, loss, duplication) comes from the loop's seeded
+:class:`~virtualtime._engine._seeding.Chooser`, so one seed is one run.
+
+Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see tests/layout.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import errno
+import ipaddress
+import math
+import weakref
+from collections.abc import Coroutine, Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
+from .._shared._time import TICKS_PER_SECOND, shown
+from .._engine._loop import VirtualEventLoop
+from .._engine._network import context_of, requeue
+from .._engine._seeding import Chooser
+from ._seam import Seam
+from ._streams import DatagramTransport, StreamTransport
+
+if TYPE_CHECKING:
+    from ._seam import Server
+
+__all__ = ["Host", "Link", "Network", "current_host"]
+
+_T = TypeVar("_T")
+
+_HOST: Final[contextvars.ContextVar[Host | None]] = contextvars.ContextVar(
+    "virtualtime.net.host", default=None
+)
+
+_FIRST_PORT: Final = 49152  # the IANA ephemeral range, where port 0 picks from
+
+
+def current_host() -> Host | None:
+    """The simulated host the calling code lives on, or None (it lives on no host)."""
+    return _HOST.get()
+
+
+def _seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"{name} must be a number of seconds, got {shown(value)}")
+    if not (math.isfinite(value) and value >= 0):
+        raise InvalidValueError(f"{name} must be finite and >= 0, got {shown(value)}")
+    return float(value)
+
+
+def _probability(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"{name} must be a probability (a number), got {shown(value)}")
+    if not 0.0 <= value <= 1.0:
+        raise InvalidValueError(f"{name} must be a probability in [0, 1], got {shown(value)}")
+    return float(value)
+
+
+def _bandwidth(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"bandwidth must be bytes per second or None, got {shown(value)}")
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidValueError(f"bandwidth must be finite and > 0 (bytes/s), got {shown(value)}")
+    return float(value)
+
+
+class Link:
+    """How bytes travel between two hosts, in each direction: what :meth:`Network.link` sets.
+
+    ``latency`` (seconds, one way), ``jitter`` (up to this much more, drawn per segment or
+    datagram from the seed; a stream is never reordered by it), ``loss`` and ``duplicate``
+    (probabilities per datagram), ``bandwidth`` (bytes per second, or None: no limit).
+    """
+
+    __slots__ = ("bandwidth", "duplicate", "jitter", "latency", "loss")
+
+    def __init__(
+        self,
+        latency: float,
+        jitter: float = 0.0,
+        loss: float = 0.0,
+        duplicate: float = 0.0,
+        bandwidth: float | None = None,
+    ) -> None:
+        self.latency = latency
+        self.jitter = jitter
+        self.loss = loss
+        self.duplicate = duplicate
+        self.bandwidth = bandwidth
+
+    def delay_ticks(self, world: Network) -> int:
+        """One way's delay now, in ticks: the latency, plus a jitter drawn from the seed."""
+        delay = self.latency
+        if self.jitter:
+            delay += world.chooser.uniform(0.0, self.jitter)
+        return round(delay * TICKS_PER_SECOND)
+
+    def __repr__(self) -> str:
+        return (
+            f"Link(latency={self.latency!r}, jitter={self.jitter!r}, loss={self.loss!r}, "
+            f"duplicate={self.duplicate!r}, bandwidth={self.bandwidth!r})"
+        )
+
+
+class HostClock:
+    """A host's clock: ``offset`` ahead of the loop's at the anchor, running at ``rate``."""
+
+    __slots__ = ("anchor", "local", "rate")
+
+    def __init__(self, offset: float, rate: float) -> None:
+        self.anchor = 0  # loop ticks at the anchor
+        self.local = round(offset * TICKS_PER_SECOND)  # host ticks at the anchor
+        self.rate = rate
+
+    @property
+    def identity(self) -> bool:
+        return self.local == self.anchor and self.rate == 1.0
+
+    def ticks(self, ticks: int) -> int:
+        """The host's tick count when the loop's is ``ticks``."""
+        if self.rate == 1.0:
+            return self.local + (ticks - self.anchor)
+        return self.local + round((ticks - self.anchor) * self.rate)
+
+    def seconds(self, ticks: int) -> float:
+        return self.ticks(ticks) / TICKS_PER_SECOND
+
+    def loop_seconds(self, local_seconds: float) -> float:
+        """The loop's time at which this clock reads ``local_seconds``."""
+        anchor = self.anchor / TICKS_PER_SECOND
+        return anchor + (local_seconds - self.local / TICKS_PER_SECOND) / self.rate
+
+
+class Host:
+    """A simulated machine: a name, an address, its own clock, its tasks, sockets and servers.
+
+    Make one with :meth:`Network.host`.  Code lives on it inside ``async with host:`` or when
+    started with :meth:`run`; the servers it starts listen on this host, the connections it
+    makes leave from it, and the clocks it reads are this host's.
+    """
+
+    def __init__(
+        self, world: Network, name: str, address: str, clock_offset: float, clock_rate: float
+    ) -> None:
+        self.world = world
+        self.name = name
+        self.address = address
+        self.clock = HostClock(clock_offset, clock_rate)
+        self.up = True
+        self.crashes = 0
+        self.paused_until = 0  # loop ticks; paused while now < paused_until
+        self.tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self.transports: set[StreamTransport] = set()
+        self.servers: dict[int, Server] = {}
+        self.unix_servers: dict[str, Server] = {}
+        self.datagrams: dict[int, DatagramTransport] = {}
+        self.context = contextvars.Context()
+        self.context.run(_HOST.set, self)
+        self._next_port = _FIRST_PORT
+        self._tokens: list[contextvars.Token[Host | None]] = []
+
+    def __repr__(self) -> str:
+        state = "up" if self.up else "down"
+        return f"<Host {self.name!r} {self.address} {state}>"
+
+    # -------------------------------------------------------------- living on it
+
+    async def __aenter__(self) -> Host:
+        self.world.attach()
+        self._tokens.append(_HOST.set(self))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        _HOST.reset(self._tokens.pop())
+
+    def run(self, coro: Coroutine[Any, Any, _T], *, name: str | None = None) -> asyncio.Task[_T]:
+        """Start ``coro`` as a task living on this host; await the task for its result.
+
+        Call it from a task on the world's loop.  The host must be up (:meth:`restart` a
+        crashed one).
+        """
+        if not asyncio.iscoroutine(coro):
+            raise InvalidTypeError(f"Host.run() takes a coroutine, got {shown(coro)}")
+        if not self.up:
+            coro.close()
+            raise UsageError(f"host {self.name!r} is down: restart() it to run code on it")
+        loop = self.world.attach()
+        context = contextvars.copy_context()
+        context.run(_HOST.set, self)
+        return loop.create_task(coro, name=name, context=context)
+
+    def port(self) -> int:
+        """A free ephemeral port of this host (what binding port 0 picks)."""
+        while True:
+            port = self._next_port
+            self._next_port = port + 1 if port < 65535 else _FIRST_PORT
+            if port not in self.servers and port not in self.datagrams:
+                return port
+
+    # ------------------------------------------------------------------- faults
+
+    def crash(self) -> None:
+        """Stop this host at once, as a power cut does.
+
+        Every task living on it is cancelled at this instant (its ``finally`` blocks and
+        context managers run now, against a host that is already down); no other callback
+        or timer scheduled from it runs again; its servers stop listening and its datagram
+        endpoints close; its connections are reset at the peers one link latency later (the
+        peers' protocols get ``ConnectionResetError``), and nothing it sends leaves it.  A
+        connect to a down host goes unanswered, like a SYN to a dead machine, until the
+        caller's timeout.
+        """
+        if not self.up:
+            return
+        world = self.world
+        world.attach()
+        self.up = False
+        self.crashes += 1
+        for transport in list(self.transports):
+            transport.vanish()
+        for server in [*self.servers.values(), *self.unix_servers.values()]:
+            server.close()
+        for endpoint in list(self.datagrams.values()):
+            endpoint._closing = True
+        self.datagrams.clear()
+        for task in list(self.tasks):
+            task.cancel(f"host {self.name!r} crashed")
+        world.gates_changed()
+
+    def restart(self, coro: Coroutine[Any, Any, _T] | None = None) -> asyncio.Task[_T] | None:
+        """Bring a crashed host up again (fresh: no servers, no connections) and run ``coro``."""
+        if self.up:
+            if coro is not None:
+                coro.close()
+            raise UsageError(f"host {self.name!r} is up: crash() it before restart()")
+        self.up = True
+        self.world.gates_changed()
+        return None if coro is None else self.run(coro)
+
+    def pause(self, duration: float) -> None:
+        """Stop running this host's code for ``duration`` seconds, from now (a GC pause).
+
+        Nothing of the host runs meanwhile -- its tasks, timers and protocol callbacks wait,
+        and bytes that reach it wait unread -- and all of it runs, in order, when the pause
+        ends.  Its clock keeps going.  A pause during a pause extends it.
+        """
+        seconds = _seconds("duration", duration)
+        assert seconds is not None
+        world = self.world
+        loop = world.attach()
+        until = loop._vt_ticks + round(seconds * TICKS_PER_SECOND)
+        if until > self.paused_until:
+            self.paused_until = until
+            world.at(until, world.gates_changed, world.context)
+        world.gates_changed()
+
+    @property
+    def paused(self) -> bool:
+        """Whether the host is paused right now."""
+        loop = self.world.loop
+        return loop is not None and loop._vt_ticks < self.paused_until
+
+    # -------------------------------------------------------------------- clock
+
+    def set_clock(self, *, offset: float | None = None, rate: float | None = None) -> None:
+        """Step or slew this host's clock from now, as NTP would.
+
+        ``offset``: the host's clock now reads the loop's time plus ``offset`` (a step);
+        ``rate``: from now it runs at ``rate`` seconds per second of the loop's time (a
+        drift).  Either left out keeps its current value: the clock does not jump.
+        """
+        new_offset = None if offset is None else _finite("offset", offset)
+        new_rate = None if rate is None else _rate(rate)
+        world = self.world
+        ticks = world.loop._vt_ticks if world.loop is not None else 0
+        clock = self.clock
+        local = clock.ticks(ticks)
+        if new_offset is not None:
+            local = ticks + round(new_offset * TICKS_PER_SECOND)
+        clock.anchor, clock.local = ticks, local
+        if new_rate is not None:
+            clock.rate = new_rate
+        world.clocks_changed()
+
+    def time(self) -> float:
+        """This host's clock now, in seconds (what ``loop.time()`` reads on the host)."""
+        loop = self.world.loop
+        return self.clock.seconds(0 if loop is None else loop._vt_ticks)
+
+
+def _finite(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"{name} must be a number of seconds, got {shown(value)}")
+    if not math.isfinite(value):
+        raise InvalidValueError(f"{name} must be finite, got {shown(value)}")
+    return float(value)
+
+
+def _rate(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"clock_rate must be a number, got {shown(value)}")
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidValueError(f"clock_rate must be finite and > 0, got {shown(value)}")
+    return float(value)
+
+
+class Network(Seam):
+    """A world of simulated hosts on the virtual loop, with links, faults and one seed.
+
+    Use it to test distributed asyncio code -- a client with retries against a server, a
+    lease across three nodes, an API in front of a database -- in one process, in virtual
+    time, with the faults that break such code (partitions, latency, loss, crashes, pauses,
+    clock skew) placed exactly where you want them, and every run repeatable by its seed::
+
+        async def main():
+            world = net.Network(latency=0.005)
+            db, api = world.host("db"), world.host("api")
+            db.run(serve_db())
+            async with api:
+                reader, writer = await asyncio.open_connection("db", 5432)
+
+    ``seed``: the seed of every draw (jitter, loss, duplication) and, on a loop that has no
+    seed of its own, of the loop's same-instant order too; None takes the loop's seed (0 on
+    an unseeded loop).  ``latency`` (one way, seconds), ``jitter``, ``loss``, ``duplicate``
+    and ``bandwidth`` (bytes/s or None) are every link's defaults (:meth:`link` sets a
+    pair's).  ``connect_timeout``: how long a connect nobody answers (across a partition, to
+    a down host) waits before ``TimeoutError`` -- Linux gives up after about 127 s.
+
+    The world attaches to the running virtual loop when it is made inside one (else at its
+    first use there); it lasts as long as the loop, or until ``async with`` it ends.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        latency: float = 0.0,
+        bandwidth: float | None = None,
+        jitter: float = 0.0,
+        loss: float = 0.0,
+        duplicate: float = 0.0,
+        connect_timeout: float = 127.0,
+    ) -> None:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise InvalidValueError(f"seed must be a non-negative int or None, got {shown(seed)}")
+        default = Link(
+            _seconds("latency", latency) or 0.0,
+            _seconds("jitter", jitter) or 0.0,
+            _probability("loss", loss),
+            _probability("duplicate", duplicate),
+            _bandwidth(bandwidth),
+        )
+        timeout = _seconds("connect_timeout", connect_timeout)
+        super().__init__()
+        self._seed = seed
+        self.default_link = default
+        self.connect_timeout = timeout or 0.0
+        self.loop: VirtualEventLoop | None = None
+        self.chooser: Chooser = Chooser(0 if seed is None else seed)
+        self.context = contextvars.Context()  # the world's own callbacks: on no host
+        self._hosts: dict[str, Host] = {}
+        self._by_address: dict[str, Host] = {}
+        self._links: dict[frozenset[Host], Link] = {}
+        self._cut: set[frozenset[Host]] = set()
+        self._gated = False
+        self._viewing = False
+        self._saved: dict[str, Any] = {}
+        self._previous_factory: Any = None
+        self._held_connects: list[Any] = []
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            self.attach()
+
+    def __repr__(self) -> str:
+        return f"<Network hosts={list(self._hosts)!r} seed={self.seed!r}>"
+
+    @property
+    def seed(self) -> int | None:
+        """The seed of the world's draws (None until attached to an unseeded-world loop)."""
+        return self.chooser.seed if self.loop is not None else self._seed
+
+    # ------------------------------------------------------------------- hosts
+
+    def host(self, name: str, *, clock_offset: float = 0.0, clock_rate: float = 1.0) -> Host:
+        """Add a host called ``name`` (its address is the next of 10.0.0.0/8).
+
+        ``clock_offset``/``clock_rate``: its clock reads ``offset + rate * t`` when the
+        loop's reads ``t`` (see :meth:`Host.set_clock`).
+        """
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"a host's name must be a str, got {shown(name)}")
+        key = name.lower()
+        if not key or any(c.isspace() for c in key) or _is_address(key) or key == "localhost":
+            raise InvalidValueError(
+                f"a host's name must be a non-empty DNS-like name (not an address, not "
+                f"'localhost'), got {name!r}"
+            )
+        if key in self._hosts:
+            raise UsageError(f"the world already has a host called {name!r}")
+        offset = _finite("clock_offset", clock_offset)
+        rate = _rate(clock_rate)
+        number = len(self._hosts) + 1
+        address = str(ipaddress.IPv4Address(0x0A000000 + number))
+        host = Host(self, name, address, offset, rate)
+        self._hosts[key] = host
+        self._by_address[address] = host
+        if not host.clock.identity:
+            self.clocks_changed()
+        return host
+
+    @property
+    def hosts(self) -> tuple[Host, ...]:
+        """The hosts, in the order they were added."""
+        return tuple(self._hosts.values())
+
+    def __getitem__(self, name: str) -> Host:
+        host = self._hosts.get(str(name).lower())
+        if host is None:
+            raise KeyError(name)
+        return host
+
+    def __iter__(self) -> Iterator[Host]:
+        return iter(self._hosts.values())
+
+    def resolve(self, name: object) -> Host | None:
+        """The host a name or address means in this world, or None (a real one)."""
+        if isinstance(name, bytes):
+            name = name.decode("ascii", "replace")
+        if not isinstance(name, str):
+            return None
+        key = name.lower().rstrip(".")
+        return self._hosts.get(key) or self._by_address.get(key)
+
+    def _host_arg(self, value: Host | str, what: str) -> Host:
+        if isinstance(value, Host):
+            if value.world is not self:
+                raise UsageError(f"{what}: {value!r} belongs to another world")
+            return value
+        host = self.resolve(value)
+        if host is None:
+            raise InvalidValueError(f"{what}: no host called {value!r} in this world")
+        return host
+
+    def _hosts_arg(self, value: Host | str | Iterable[Host | str], what: str) -> list[Host]:
+        if isinstance(value, Host | str):
+            return [self._host_arg(value, what)]
+        return [self._host_arg(item, what) for item in value]
+
+    # ------------------------------------------------------------------- links
+
+    def link(
+        self,
+        a: Host | str,
+        b: Host | str,
+        *,
+        latency: float | None = None,
+        jitter: float | None = None,
+        loss: float | None = None,
+        duplicate: float | None = None,
+        bandwidth: float | None | type[_Keep] = None,
+    ) -> Link:
+        """Set how bytes travel between ``a`` and ``b`` (both ways); unset values keep theirs.
+
+        ``jitter`` adds up to that many seconds to each segment or datagram (drawn from the
+        seed); a stream stays in order.  ``loss`` and ``duplicate`` are probabilities per
+        datagram (TCP makes a lossy link slow, not lossy).  Returns the pair's :class:`Link`.
+        """
+        first, second = self._host_arg(a, "link"), self._host_arg(b, "link")
+        current = self.link_of(first, second)
+        new = Link(
+            current.latency if latency is None else _seconds("latency", latency) or 0.0,
+            current.jitter if jitter is None else _seconds("jitter", jitter) or 0.0,
+            current.loss if loss is None else _probability("loss", loss),
+            current.duplicate if duplicate is None else _probability("duplicate", duplicate),
+            current.bandwidth if bandwidth is None else _bandwidth(bandwidth),
+        )
+        self._links[frozenset((first, second))] = new
+        return new
+
+    def link_of(self, a: Host, b: Host) -> Link:
+        """The link between two hosts (the world's default unless :meth:`link` set one)."""
+        if a is b:
+            return _LOOPBACK
+        return self._links.get(frozenset((a, b)), self.default_link)
+
+    def partition(
+        self, a: Host | str | Iterable[Host | str], b: Host | str | Iterable[Host | str]
+    ) -> None:
+        """Cut every link between the hosts of ``a`` and those of ``b`` (a host, a name, or
+        several), until :meth:`heal`.
+
+        Bytes written across the cut wait, in order, and arrive after the heal; a connect
+        across it goes unanswered until the heal or the caller's timeout; datagrams across it
+        are lost.
+        """
+        for x in self._hosts_arg(a, "partition"):
+            for y in self._hosts_arg(b, "partition"):
+                if x is not y:
+                    self._cut.add(frozenset((x, y)))
+
+    def heal(
+        self,
+        a: Host | str | Iterable[Host | str] | None = None,
+        b: Host | str | Iterable[Host | str] | None = None,
+    ) -> None:
+        """Restore the links :meth:`partition` cut between ``a`` and ``b`` (all, without
+        arguments); what waited on them is sent now, in order."""
+        if a is None and b is None:
+            healed = set(self._cut)
+        elif a is None or b is None:
+            raise UsageError("heal() takes two sides, or none to heal every partition")
+        else:
+            healed = {
+                frozenset((x, y))
+                for x in self._hosts_arg(a, "heal")
+                for y in self._hosts_arg(b, "heal")
+                if x is not y
+            }
+        self._cut -= healed
+        self.resume_held()
+
+    def connected(self, a: Host, b: Host) -> bool:
+        """Whether bytes can go from ``a`` to ``b`` now (no partition; both up)."""
+        return a.up and b.up and (a is b or frozenset((a, b)) not in self._cut)
+
+    def is_down(self, host: Host) -> bool:
+        return not host.up
+
+    # --------------------------------------------------------------- the loop
+
+    def attach(self) -> VirtualEventLoop:
+        """Join the running virtual loop (done for you at first use); returns it."""
+        if self.loop is not None:
+            return self.loop
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise UsageError(
+                "a simulated network runs on a running virtual loop: use it inside "
+                "virtualtime.run(...) (or a test marked @pytest.mark.virtualtime)"
+            ) from None
+        if not isinstance(loop, VirtualEventLoop):
+            raise UsageError(
+                f"virtualtime.net needs the virtual event loop, not {type(loop).__name__}: "
+                "run it with virtualtime.run(...)"
+            )
+        if loop._vt_net is not None:
+            raise UsageError(f"this loop already has a simulated network: {loop._vt_net!r}")
+        chooser = loop._vt_chooser
+        if chooser is None and self._seed is not None:
+            loop._vt_reseed(self._seed)
+            chooser = loop._vt_chooser
+        if chooser is not None and (self._seed is None or self._seed == chooser.seed):
+            self.chooser = chooser
+        self.loop = loop
+        loop._vt_net = self
+        self._previous_factory = loop.get_task_factory()
+        loop.set_task_factory(self._task_factory)
+        if any(not host.clock.identity for host in self._hosts.values()):
+            self.clocks_changed()
+        self.gates_changed()
+        return loop
+
+    def detach(self) -> None:
+        """Leave the loop: its network methods are the real ones again."""
+        loop = self.loop
+        if loop is None:
+            return
+        self._gate_off()
+        self._views_off()
+        if loop.get_task_factory() == self._task_factory:
+            loop.set_task_factory(self._previous_factory)
+        loop._vt_net = None
+        self.loop = None
+
+    async def __aenter__(self) -> Network:
+        self.attach()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.detach()
+
+    def _task_factory(self, loop: Any, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        context = kwargs.get("context")
+        host = _HOST.get() if context is None else context.get(_HOST)
+        previous = self._previous_factory
+        if previous is not None:
+            task: asyncio.Task[Any] = previous(loop, coro, **kwargs)
+        else:
+            task = asyncio.Task(coro, loop=loop, **kwargs)
+        if host is not None and host.world is self:
+            host.tasks.add(task)
+            if not host.up:
+                task.cancel(f"host {host.name!r} is down")
+        return task
+
+    def ticks(self) -> int:
+        return self.loop._vt_ticks  # type: ignore[union-attr]
+
+    def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
+        """Call ``callback`` at the loop's tick ``ticks`` in ``context`` (the world's timer)."""
+        loop = self.loop
+        assert loop is not None
+        return loop._vt_schedule(max(ticks, loop._vt_ticks), 0, callback, args, context)
+
+    def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
+        loop = self.loop
+        assert loop is not None
+        type(loop).call_soon(loop, callback, *args, context=context)
+
+    # ----------------------------------------------------- pauses and crashes
+
+    def gates_changed(self) -> None:
+        """Install the ready-queue gate while a host is paused or down; remove it after."""
+        loop = self.loop
+        if loop is None:
+            return
+        now = loop._vt_ticks
+        needed = any(not h.up or h.paused_until > now for h in self._hosts.values())
+        if needed and not self._gated:
+            loop._vt_add_gate(self._gate)
+            self._gated = True
+        elif not needed:
+            self._gate_off()
+        for host in self._hosts.values():
+            held = getattr(host, "_held", None)
+            if held and host.paused_until <= now:
+                host._held = []  # type: ignore[attr-defined]
+                requeue(loop, held)
+
+    def _gate_off(self) -> None:
+        if self._gated and self.loop is not None:
+            self.loop._vt_remove_gate(self._gate)
+            self._gated = False
+
+    def _gate(self, ready: Any, ntodo: int) -> int:
+        # Hold back what a paused host would run; drop what a crashed host scheduled (its
+        # cancelled tasks still run, to finish).
+        now = self.loop._vt_ticks  # type: ignore[union-attr]
+        kept = 0
+        for _ in range(ntodo):
+            handle = ready.popleft()
+            host = context_of(handle).get(_HOST)
+            if host is None or host.world is not self or (host.up and host.paused_until <= now):
+                ready.append(handle)
+                kept += 1
+                continue
+            if not host.up:
+                task = getattr(getattr(handle, "_callback", None), "__self__", None)
+                if isinstance(task, asyncio.Task):
+                    ready.append(handle)
+                    kept += 1
+                continue
+            held = getattr(host, "_held", None)
+            if held is None:
+                held = host._held = []  # type: ignore[attr-defined]
+            held.append(handle)
+        # What stays runs this round, after whatever was queued behind the batch meanwhile.
+        ready.rotate(kept)
+        return kept
+
+    # ------------------------------------------------------------ host clocks
+
+    def clocks_changed(self) -> None:
+        """Make ``loop.time()`` and the loop's timers follow each host's clock on the host."""
+        if self.loop is None:
+            return
+        if any(not h.clock.identity for h in self._hosts.values()):
+            self._views_on()
+
+    def _views_on(self) -> None:
+        if self._viewing:
+            return
+        loop = self.loop
+        assert loop is not None
+        self._viewing = True
+        own = loop.__dict__
+        for name in ("time", "call_at", "call_later"):
+            self._saved[name] = own.get(name, _MISSING)
+        base_time = type(loop).time.__get__(loop)
+        base_at = own.get("call_at") or type(loop).call_at.__get__(loop)
+        base_later = own.get("call_later") or type(loop).call_later.__get__(loop)
+
+        def time() -> float:
+            host = _HOST.get()
+            if host is None or host.world is not self:
+                return base_time()
+            return host.clock.seconds(loop._vt_ticks)
+
+        def call_at(when: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
+            host = _HOST.get()
+            if host is not None and host.world is self and not host.clock.identity:
+                if isinstance(when, int | float) and math.isfinite(when):
+                    when = host.clock.loop_seconds(when)
+            return base_at(when, callback, *args, **kwargs)
+
+        def call_later(delay: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
+            host = _HOST.get()
+            if host is not None and host.world is self and host.clock.rate != 1.0:
+                if isinstance(delay, int | float) and math.isfinite(delay):
+                    delay = delay / host.clock.rate
+            return base_later(delay, callback, *args, **kwargs)
+
+        loop.time = time  # type: ignore[method-assign]
+        loop.call_at = call_at  # type: ignore[method-assign]
+        loop.call_later = call_later  # type: ignore[method-assign]
+        patch = loop._vt_patch
+        if patch is not None:
+            self._saved["patch"] = (patch.seconds, patch._source, patch.view)
+            patch.seconds = time
+            patch._source = None
+            patch.view = self._local_ticks
+
+    def _local_ticks(self, ticks: int) -> int:
+        host = _HOST.get()
+        if host is None or host.world is not self:
+            return ticks
+        return host.clock.ticks(ticks)
+
+    def _views_off(self) -> None:
+        if not self._viewing:
+            return
+        loop = self.loop
+        assert loop is not None
+        for name in ("time", "call_at", "call_later"):
+            saved = self._saved.pop(name)
+            if saved is _MISSING:
+                loop.__dict__.pop(name, None)
+            else:
+                loop.__dict__[name] = saved
+        patch = loop._vt_patch
+        saved_patch = self._saved.pop("patch", None)
+        if patch is not None and saved_patch is not None:
+            patch.seconds, patch._source, patch.view = saved_patch
+        self._viewing = False
+
+
+class _Keep:
+    """Marker: leave a link setting as it is."""
+
+
+_MISSING: Final = object()
+
+_LOOPBACK: Final = Link(0.0)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def errno_error(code: int, text: str) -> OSError:
+    """An ``OSError`` as the kernel would raise it (``ConnectionRefusedError`` and so on)."""
+    return OSError(code, text) if code not in _SPECIFIC else _SPECIFIC[code](code, text)
+
+
+_SPECIFIC: Final[dict[int, type[OSError]]] = {
+    errno.ECONNREFUSED: ConnectionRefusedError,
+    errno.ECONNRESET: ConnectionResetError,
+    errno.ETIMEDOUT: TimeoutError,
+}
