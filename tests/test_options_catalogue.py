@@ -51,6 +51,15 @@ BAD_ASYNCIO_ONLY: list[tuple[dict[str, Any], type[Exception]]] = [
     ({"history": -1}, ValueError),
     ({"history": 2.5}, TypeError),
     ({"max_rounds_per_instant": 0}, ValueError),
+    ({"seed": -1}, ValueError),
+    ({"seed": True}, TypeError),
+    ({"seed": 1.5}, TypeError),
+    ({"perturb": "x"}, ValueError),
+    ({"perturb": 1}, TypeError),
+]
+BAD_TOGETHER: list[tuple[dict[str, Any], type[Exception]]] = [
+    ({"perturb": "ready"}, ValueError),  # without a seed
+    ({"perturb": "ready", "seed": None}, ValueError),
 ]
 
 
@@ -125,7 +134,7 @@ def expected(options: dict[str, Any], backend: str = "asyncio") -> tuple[type[Ex
     return result  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize(("options", "builtin"), BAD + BAD_ASYNCIO_ONLY, ids=repr)
+@pytest.mark.parametrize(("options", "builtin"), BAD + BAD_ASYNCIO_ONLY + BAD_TOGETHER, ids=repr)
 @pytest.mark.parametrize("entry", sorted(ASYNCIO_ENTRY_POINTS))
 def test_every_asyncio_entry_point_refuses_alike(
     entry: str, options: dict[str, Any], builtin: type[Exception]
@@ -166,13 +175,15 @@ GOOD: dict[str, Any] = {
     "max_rounds_per_instant": 1000,
     "patch_time": False,
     "wall_start": datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC),
+    "seed": 7,
+    "perturb": "ready",
 }
 
 
 def test_the_catalogue_names_are_the_loops_and_the_clocks() -> None:
     assert set(GOOD) == set(OPTION_NAMES)
     assert set(TRIO_OPTION_NAMES) == set(OPTION_NAMES) - set(ASYNCIO_ONLY)
-    assert set(ASYNCIO_ONLY) == {"history", "max_rounds_per_instant"}
+    assert set(ASYNCIO_ONLY) == {"history", "max_rounds_per_instant", "seed", "perturb"}
 
 
 @pytest.mark.parametrize("entry", sorted(ASYNCIO_ENTRY_POINTS))

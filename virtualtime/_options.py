@@ -57,6 +57,9 @@ __all__ = [
 ]
 
 Backend = Literal["asyncio", "trio"]
+Perturb = Literal["timers", "ready"]
+"""What a seed perturbs: ties of same-instant timers, or those and the ready task steps."""
+
 
 _HORIZON: Final = NEVER / TICKS_PER_SECOND
 """The horizon of virtual time in seconds (2**125 ns); ``start`` must lie before it."""
@@ -66,7 +69,7 @@ _ASYNCIO_ONLY: Final = {"asyncio_only": True}
 
 @dataclasses.dataclass(frozen=True)
 class LoopOptions:
-    """The options of a virtual loop (all ten) or a trio clock (the eight it shares).
+    """The options of a virtual loop (all twelve) or a trio clock (the eight it shares).
 
     Use it to check options long before anything is created (a config file, a command
     line), or to build them once and pass them on to many loops or clocks --
@@ -90,6 +93,8 @@ class LoopOptions:
     max_rounds_per_instant: int = dataclasses.field(default=1_000_000, metadata=_ASYNCIO_ONLY)
     patch_time: bool = False
     wall_start: float | datetime.datetime | None = None
+    seed: int | None = dataclasses.field(default=None, metadata=_ASYNCIO_ONLY)
+    perturb: Perturb = dataclasses.field(default="timers", metadata=_ASYNCIO_ONLY)
 
     @classmethod
     def of(cls, options: Mapping[str, object], *, backend: Backend = "asyncio") -> LoopOptions:
@@ -167,6 +172,8 @@ class LoopKwargs(ClockKwargs, total=False):
 
     history: int | None
     max_rounds_per_instant: int
+    seed: int | None
+    perturb: Perturb
 
 
 # ---------------------------------------------------------------------- the checks
@@ -262,6 +269,44 @@ def _check_max_rounds(value: object) -> int:
     return value
 
 
+def _check_seed(value: object) -> int | None:
+    if value is None:
+        return None  # unseeded: the loop's FIFO order, as always
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(
+            f"seed must be None or an int >= 0 (the same seed gives the same run), got "
+            f"{shown(value)} ({type(value).__name__})"
+        )
+    if value < 0:
+        raise InvalidValueError(f"seed must be an int >= 0, got {shown(value)}")
+    return value
+
+
+def _check_perturb(value: object) -> Perturb:
+    if not isinstance(value, str):
+        raise InvalidTypeError(
+            f"perturb must be 'timers' or 'ready' (what the seed perturbs), got "
+            f"{shown(value)} ({type(value).__name__})"
+        )
+    if value == "timers":
+        return "timers"
+    if value == "ready":
+        return "ready"
+    raise InvalidValueError(
+        "perturb must be 'timers' (the seed orders same-instant timers of equal priority) or "
+        f"'ready' (those and the task steps made ready in one round), got {shown(value)}"
+    )
+
+
+def _check_together(options: LoopOptions) -> None:
+    """The rules between options (each value is checked on its own first)."""
+    if options.perturb == "ready" and options.seed is None:
+        raise InvalidValueError(
+            "perturb='ready' needs a seed (the seed decides the order of the ready task "
+            "steps); pass seed=<an int >= 0> too, or leave perturb at 'timers'"
+        )
+
+
 def _check_wall_start(value: object) -> float | None:
     if value is None:
         return None  # "the real time when the loop or clock is created"
@@ -280,6 +325,8 @@ _CHECKS: Final[Mapping[str, Callable[[object], Any]]] = {
     "max_rounds_per_instant": _check_max_rounds,
     "patch_time": lambda value: check_bool("patch_time", value),
     "wall_start": _check_wall_start,
+    "seed": _check_seed,
+    "perturb": _check_perturb,
 }
 assert tuple(_CHECKS) == OPTION_NAMES
 
@@ -288,10 +335,12 @@ def _checked(options: LoopOptions) -> LoopOptions:
     """``options``, marked as checked: made of values the checks returned.
 
     A constructor handed such an instance (``anyio_run`` and ``simulate`` check the options
-    first, then pass them on) takes it as it is, instead of checking all ten again: that was
+    first, then pass them on) takes it as it is, instead of checking all twelve again: that was
     a tenth of the cost of a loop.  The mark is no field (equality, ``repr`` and
-    ``dataclasses.replace`` ignore it; a replaced copy is checked afresh).
+    ``dataclasses.replace`` ignore it; a replaced copy is checked afresh).  The rules between
+    options are checked here, once every value is.
     """
+    _check_together(options)
     object.__setattr__(options, "_vt_checked", True)
     return options
 
@@ -391,7 +440,9 @@ def configured(
                 own = values["history"]
                 value = max(own or 0, value or 0) or None
             values[name] = value
-    return LoopOptions(**values), layers
+    merged = LoopOptions(**values)
+    _check_together(merged)  # (a layer's seed=None under a loop's perturb="ready")
+    return merged, layers
 
 
 def created(obj: object, layers: tuple[_Layer, ...]) -> None:
@@ -426,7 +477,8 @@ def configure(
     ``options`` are the loop options (checked at once, like everywhere else); they win over
     what a constructor was given, except ``history``, where the larger count wins so that a
     tracer never shrinks what the code keeps.  A trio clock takes the options it has and
-    ignores ``history`` and ``max_rounds_per_instant``.  ``on_create(obj)`` is called with
+    ignores the asyncio-only ones (``history``, ``max_rounds_per_instant``, ``seed`` and
+    ``perturb``).  ``on_create(obj)`` is called with
     each new :class:`~virtualtime.VirtualEventLoop` or :class:`virtualtime.trio.VirtualClock`
     once it is built; ``on_close(obj)`` when such a loop closes, or when a trio run on such a
     clock ends.  Contexts nest: inner options go on top, and every level's callbacks run.

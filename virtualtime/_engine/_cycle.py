@@ -17,13 +17,16 @@ Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/la
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import inspect
 import time as _time_module
 from asyncio import base_events as _base_events
 from asyncio import format_helpers as _format_helpers
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
 
+from .._shared._errors import UsageError
 from .._shared._threads import THREAD_TABLE, thread_table_size
 from .._shared._time import TICKS_PER_SECOND
 from ._checks import _NEVER
@@ -32,7 +35,10 @@ from ._handles import _WAKERS, _Soon
 from ._idle import IdleMixin
 from ._timers import WAITER, SleepTimer
 
-__all__ = ["CycleMixin"]
+__all__ = ["CycleMixin", "Gate"]
+
+Gate: TypeAlias = Callable[[collections.deque[Any], int], int]
+"""A gate on the ready queue: ``gate(ready, ntodo) -> ntodo`` (see ``_vt_add_gate``)."""
 
 _real_monotonic: Final = _time_module.monotonic
 _thread_table_size: Final = thread_table_size
@@ -236,6 +242,8 @@ class CycleMixin(IdleMixin):
         if rounds > self._vt_max_instant:
             self._vt_runaway()
         ntodo = len(ready)
+        if self._vt_gates:
+            ntodo = self._vt_pass_gates(ready, ntodo)
         if self._debug:
             self._vt_run_ready_debug(ntodo)
             return
@@ -265,6 +273,43 @@ class CycleMixin(IdleMixin):
                     self._vt_callback_failed(todo, exc)
             else:
                 todo._run()
+
+    # ------------------------------------------------------- gates on the ready queue
+
+    def _vt_add_gate(self, gate: Gate) -> None:
+        """Ask ``gate(ready, ntodo) -> ntodo`` before every batch of ready callbacks runs.
+
+        The seam for whatever must decide, round by round, which of the callbacks made
+        ready run now and in what order: the seeded shuffle of ``perturb="ready"``, and the
+        simulated network's paused hosts.  ``ready`` is the loop's ready deque and ``ntodo``
+        how many of its first entries this round would run; the gate may reorder those
+        entries, or remove some (a paused host's, to ``ready.extend`` them again later), and
+        returns how many of the first entries to run now.  A gate that holds callbacks back
+        keeps them alive itself: the loop neither sees nor waits for them, so it must also
+        schedule what puts them back (a timer), or the loop may find nothing to do.  Gates
+        run in the order they were added.  While any gate is there, the loop takes its
+        general round (the compiled rounds, which run the ready queue in C, would bypass it).
+        """
+        self._vt_gates.append(gate)
+        self._vt_update_fast()
+
+    def _vt_remove_gate(self, gate: Gate) -> None:
+        """Stop asking ``gate`` (added with :meth:`_vt_add_gate`); absent, nothing happens."""
+        if gate in self._vt_gates:
+            self._vt_gates.remove(gate)
+        self._vt_update_fast()
+
+    def _vt_pass_gates(self, ready: collections.deque[Any], ntodo: int) -> int:
+        # Each gate, in order, on the batch the previous ones left.
+        for gate in tuple(self._vt_gates):
+            ntodo = gate(ready, ntodo)
+            if type(ntodo) is not int or not 0 <= ntodo <= len(ready):
+                raise UsageError(
+                    f"a gate of the ready queue ({gate!r}) must return how many of the first "
+                    f"ready callbacks to run, an int from 0 to {len(ready)}; it returned "
+                    f"{ntodo!r}"
+                )
+        return ntodo
 
     def _vt_callback_failed(self, handle: asyncio.Handle, exc: BaseException) -> None:
         # asyncio-private: what Handle._run does when a callback raises (its message, built

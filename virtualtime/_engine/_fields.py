@@ -28,8 +28,10 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._options import Perturb
 from .._shared._time import RateAnchor
 from ._outside import OutsideWork
+from ._seeding import Chooser
 from ._sockets import CountingSelector
 from ._timers import TimerQueue
 
@@ -47,6 +49,9 @@ class LoopFields(asyncio.SelectorEventLoop):
     _vt_timers: TimerQueue
     _vt_heap: list[tuple[int, int, int, Any]]
     _vt_seq: Callable[[], int]
+    _vt_chooser: Chooser | None
+    _vt_perturb: Perturb
+    _vt_gates: list[Callable[[collections.deque[Any], int], int]]
     _vt_autojump: bool
     _vt_threshold: float
     _vt_deadlock_timeout: float

@@ -100,6 +100,7 @@ from .._clocks._patch import TimePatch
 from .._options import (
     LoopKwargs,
     LoopOptions,
+    Perturb,
     check_option,
     closed,
     configured,
@@ -126,6 +127,7 @@ from ._history import HistoryRecord, TaskRecord
 from ._network import NetworkMixin
 from ._outside import OutsideWork
 from ._running import RUNNING_HERE
+from ._seeding import Chooser, replay_keep
 from ._sockets import CountingSelector
 from ._timers import SleepTimer, TimerQueue
 
@@ -285,10 +287,22 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         ``sleep(0)`` in a loop), and time would otherwise never advance.  A large fan-out
         (a million tasks started at once) is one round, not a million.  Creeping (below) is
         not progress: it does not reset the count.
+    ``seed`` (None) and ``perturb`` ("timers")
+        A seed (an int >= 0) decides what the program leaves open, so that one run explores
+        one of the orders a real machine could produce, and the same seed always the same
+        one: with ``perturb="timers"``, the order of timers due at the same instant with
+        the same priority; with ``perturb="ready"``, also the order in which the task steps
+        made ready in one loop round run (only tasks' steps and wake-ups move: asyncio's own
+        callbacks keep their FIFO order, which asyncio relies on).  The simulated network
+        (:mod:`virtualtime.net`) draws its jitter and losses from the same seed.  Use it to
+        hunt ordering bugs under many seeds (``virtualtime.explore``, ``pytest
+        --virtualtime-seeds``) and to replay the one that failed; None keeps the FIFO order
+        below.  ``perturb="ready"`` needs a seed.  See :attr:`seed`.
 
     Ordering guarantee: timers due at the same virtual instant run in order of priority
     (smaller first; ``call_later(..., priority=p)``, :func:`virtualtime.sleep`), then first
-    scheduled first.  Time never goes backwards.
+    scheduled first -- or, on a seeded loop, in an order its seed draws among those of equal
+    priority.  Time never goes backwards.
 
     Two limits of the clock.  It has a *horizon*, 2**125 ns (about 4.25e28 s): a timer at or
     beyond it is a timer at infinity (never fired; :meth:`peek` says ``math.inf``), and the
@@ -326,6 +340,11 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         # The timer heap itself, read directly on the hot path (the queue changes it in place).
         self._vt_heap: list[tuple[int, int, int, Any]] = self._vt_timers.heap
         self._vt_seq = self._vt_timers.next_seq
+        # Seeded runs (_seeding.py): the Chooser behind every seeded decision, and what the
+        # seed perturbs; the gates on the ready queue (_cycle.py), perturb="ready" among them.
+        self._vt_chooser: Chooser | None = None
+        self._vt_perturb: Perturb = "timers"
+        self._vt_gates: list[Callable[[collections.deque[Any], int], int]] = []
         self._vt_autojump = autojump
         self._vt_threshold = autojump_threshold
         self._vt_deadlock_timeout = deadlock_timeout
@@ -372,6 +391,8 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         self._vt_plain = False
         self._vt_native_sleep = False
         self._vt_update_fast()
+        if checked.seed is not None:
+            self._vt_seed_with(Chooser(checked.seed, replay_keep()), checked.perturb)
         self._vt_patch = (
             TimePatch(self, wall, direct=type(self).time is VirtualEventLoop.time)
             if patch_time
@@ -464,6 +485,22 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         ``asyncio.Task(coro, loop=loop)`` are not listed.
         """
         return self._vt_task_records()
+
+    @property
+    def seed(self) -> int | None:
+        """The seed that orders this loop's free choices, or None (FIFO: unseeded).
+
+        Set with the ``seed`` option (or by the simulated network's ``Network(seed=...)``);
+        see the class docstring.  Run the same program with the same seed again and it
+        makes the same choices.
+        """
+        chooser = self._vt_chooser
+        return None if chooser is None else chooser.seed
+
+    @property
+    def perturb(self) -> Perturb:
+        """What the seed perturbs: ``"timers"`` or ``"ready"`` (see the class docstring)."""
+        return self._vt_perturb
 
     @property
     def timers_fired(self) -> int:
@@ -563,12 +600,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
             make_future.__call__ = make_future  # type: ignore[method-assign]
             self.create_future = make_future  # type: ignore[method-assign]
         if _core is not None and cls.call_later is VirtualEventLoop.call_later:
-            # The compiled call_later: the inline path below (every asyncio.sleep), without a
-            # Python frame; anything unusual (a priority, debug mode, history, an odd delay)
-            # calls the method.
-            self.call_later = _core.LaterCaller(  # type: ignore[method-assign]
-                self, _Timer, functools.partial(VirtualEventLoop.call_later, self)
-            )
+            self.call_later = self._vt_later_caller()  # type: ignore[method-assign]
         if _core is not None and cls.call_soon is VirtualEventLoop.call_soon:
             # The compiled call_soon: the same lean handle, made without a Python frame; in
             # debug mode or on a closed loop it calls the method below.
@@ -584,6 +616,55 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         # Each stand-in refers back to the loop: close() lets go of them (_vt_let_go).
         self._vt_stand_ins: dict[str, object] = {name: own[name] for name in own.keys() - before}
 
+    def _vt_later_caller(self) -> Any:
+        # The compiled call_later: the inline path below (every asyncio.sleep), without a
+        # Python frame; anything unusual (a priority, debug mode, history, an odd delay)
+        # calls the method.  It holds the loop's _vt_seq, read when it is made.
+        assert _core is not None
+        return _core.LaterCaller(self, _Timer, functools.partial(VirtualEventLoop.call_later, self))
+
+    def _vt_seed_with(self, chooser: Chooser, perturb: Perturb) -> None:
+        # Every new timer's sequence number (its place among ties) becomes a seeded key, and
+        # with perturb="ready" the ready queue gets the shuffling gate.
+        self._vt_chooser = chooser
+        self._vt_perturb = perturb
+        self._vt_timers.next_seq = self._vt_seq = chooser.timer_key
+        if perturb == "ready":
+            self._vt_add_gate(chooser.ready_gate)
+
+    def _vt_reseed(self, seed: int, perturb: Perturb = "timers") -> None:
+        """Seed this loop now (running or not), as ``seed=``/``perturb=`` would have.
+
+        The seam of the simulated network: ``net.Network(seed=5)`` on an unseeded loop seeds
+        it here, so that its draws and the loop's ties come from one :class:`Chooser`.  Timers
+        already scheduled keep their places; every later one is ordered by the seed.  On a
+        loop seeded with this same seed it changes nothing, except that ``perturb="ready"``
+        adds the ready shuffle if the loop lacked it; another seed is a ``UsageError``.
+        """
+        seed = check_option("seed", seed)
+        perturb = check_option("perturb", perturb)
+        if seed is None:
+            raise InvalidTypeError("_vt_reseed() needs a seed: an int >= 0, got None")
+        self._check_closed()  # asyncio-private: the stock "Event loop is closed" check.
+        chooser = self._vt_chooser
+        if chooser is not None:
+            if chooser.seed != seed:
+                raise UsageError(
+                    f"this loop is already seeded with seed={chooser.seed}; it cannot be seeded "
+                    f"again with seed={seed} (one run, one seed: pass the same seed, or none)"
+                )
+            if perturb == "ready" and self._vt_perturb != "ready":
+                self._vt_perturb = "ready"
+                self._vt_add_gate(chooser.ready_gate)
+            return
+        self._vt_seed_with(Chooser(seed, replay_keep()), perturb)
+        # The compiled call_later read the old _vt_seq when it was made: make it again.
+        own = self.__dict__
+        stand_ins = getattr(self, "_vt_stand_ins", {})
+        made = stand_ins.get("call_later")
+        if made is not None and own.get("call_later") is made:
+            stand_ins["call_later"] = own["call_later"] = self._vt_later_caller()
+
     def _vt_update_fast(self) -> None:
         # The common case, decided once per mode change rather than on every iteration.
         self._vt_fast = (
@@ -595,8 +676,9 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
             and not getattr(self, "_debug", False)
             and not getattr(self, "_closed", False)
         )
-        # The plain round of _run_once: the fast path with lean timers.
-        self._vt_plain = self._vt_fast and self._vt_lean
+        # The plain round of _run_once: the fast path with lean timers, and no gate on the
+        # ready queue (the compiled rounds run it without asking them).
+        self._vt_plain = self._vt_fast and self._vt_lean and not self._vt_gates
         # anyio.sleep may take virtualtime.sleep (_anyio_sleep.py): where asyncio.sleep would
         # take the lean timer, on a class that keeps the stock timers and futures.
         cls = type(self)
