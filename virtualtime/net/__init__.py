@@ -14,7 +14,8 @@ the faults that break such code placed exactly, and every run repeatable from it
   :meth:`Host.pause`, and per-host clocks (:meth:`Host.set_clock`).
 * :func:`current_host` -- which host the calling code lives on.
 
-Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see tests/layout.py).
+Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see
+tests/layout.py).
 """
 
 from ._streams import WINDOW as WINDOW

@@ -16,7 +16,8 @@ trip.  A partition or a down host: no answer, until the heal (the SYN waits with
 or the world's ``connect_timeout``.  TLS (``ssl=``, ``start_tls``) runs over the simulated
 stream through :mod:`._tls`.
 
-Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see tests/layout.py).
+Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see
+tests/layout.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from ._streams import DatagramTransport, Flow, SimSocket, StreamTransport
 if TYPE_CHECKING:
     from ._world import Host, Network
 
-__all__ = ["Seam", "Server"]
+__all__ = ["Connect", "Seam", "Server"]
 
 _ANY: Final = frozenset({None, "", "0.0.0.0", "::"})
 _REAL: Final = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -213,7 +214,7 @@ class Server(asyncio.AbstractServer):
         return f"<Server {self.host.name}:{self.port} {'closed' if self._closed else 'open'}>"
 
     @property
-    def sockets(self) -> tuple[SimSocket, ...]:  # type: ignore[override]
+    def sockets(self) -> tuple[SimSocket, ...]:
         return () if self._closed else self._sockets
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
@@ -251,9 +252,11 @@ class Server(asyncio.AbstractServer):
             return
         self._closed = True
         self._serving = False
-        registry = self.host.unix_servers if isinstance(self.port, str) else self.host.servers
-        if registry.get(self.port) is self:  # type: ignore[call-overload]
-            del registry[self.port]  # type: ignore[arg-type]
+        registry: dict[Any, Server] = (
+            self.host.unix_servers if isinstance(self.port, str) else self.host.servers
+        )
+        if registry.get(self.port) is self:
+            del registry[self.port]
         if self._closed_event is not None:
             self._closed_event.set()
 
@@ -278,28 +281,63 @@ class Server(asyncio.AbstractServer):
         await self.wait_closed()
 
 
-class _Connect:
-    """A connect on its way: the SYN, its answer, its timeout."""
+class Connect:
+    """A connect on its way: the SYN, its answer, its timeout (:meth:`Seam.begin_connect`).
 
-    __slots__ = ("client", "done", "dst", "port", "src", "timer", "unix")
+    ``finish`` is called exactly once: with the connected client end, or with the error
+    (``ConnectionRefusedError``, ``TimeoutError``); :meth:`cancel` withdraws the attempt.
+    """
+
+    __slots__ = ("client", "dst", "finish", "finished", "port", "src", "timer", "unix", "world")
 
     def __init__(
-        self, src: Host, dst: Host, port: int | str, client: StreamTransport, done: asyncio.Future[Any]
+        self,
+        world: Seam,
+        src: Host,
+        dst: Host,
+        port: int | str,
+        client: StreamTransport,
+        finish: Callable[[StreamTransport | BaseException], object],
     ) -> None:
+        self.world = world
         self.src = src
         self.dst = dst
         self.port = port
         self.client = client
-        self.done = done
+        self.finish = finish
+        self.finished = False
         self.timer: Any = None
         self.unix = isinstance(port, str)
+
+    def end(self, result: StreamTransport | BaseException) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.timer is not None:
+            self.timer.cancel()
+        self.finish(result)
+
+    def cancel(self) -> None:
+        """Withdraw the attempt: a connection made meanwhile is aborted."""
+        if self.timer is not None:
+            self.timer.cancel()
+        held = self.world._held_connects
+        if self in held:
+            held.remove(self)
+        client = self.client
+        if self.finished and client.out is not None:
+            client.abort()
+        elif not client._lost:
+            client._closing = client._lost = True
+            self.src.transports.discard(client)
+        self.finished = True
 
 
 class Seam:
     """The network methods of a world (mixed into :class:`~virtualtime.net.Network`)."""
 
     loop: Any
-    _held_connects: list[_Connect]
+    _held_connects: list[Connect]
 
     def __init__(self) -> None:
         self._socks: dict[int, tuple[Any, StreamTransport]] = {}
@@ -336,43 +374,60 @@ class Seam:
 
     # ----------------------------------------------------------- connecting
 
-    async def _connect(
-        self, src: Host, dst: Host, port: int | str, context: contextvars.Context
-    ) -> StreamTransport:
+    def begin_connect(
+        self,
+        src: Host,
+        dst: Host,
+        port: int | str,
+        context: contextvars.Context,
+        finish: Callable[[StreamTransport | BaseException], object],
+    ) -> Connect:
+        """Start connecting ``src`` to ``port`` on ``dst`` (a str port: a Unix path).
+
+        See :class:`Connect`.
+        The client end's protocol callbacks run in ``context``.  Either backend builds its
+        awaitable on this: asyncio a future (:meth:`_connect`), trio a socket's wait.
+        """
         world: Network = self  # type: ignore[assignment]
-        loop = world.attach()
         unix = isinstance(port, str)
         family = socket.AF_UNIX if unix else socket.AF_INET
         local: Any = "" if unix else (src.address, src.port())
         remote: Any = port if unix else (dst.address, port)
-        client = StreamTransport(
-            world, src, None, context, SimSocket(family, socket.SOCK_STREAM, local, remote), unix=unix
-        )
-        done: asyncio.Future[Any] = loop.create_future()
-        attempt = _Connect(src, dst, port, client, done)
+        sock = SimSocket(family, socket.SOCK_STREAM, local, remote)
+        client = StreamTransport(world, src, None, context, sock, unix=unix)
+        attempt = Connect(self, src, dst, port, client, finish)
         if world.connect_timeout:
             attempt.timer = world.at(
-                loop._vt_ticks + round(world.connect_timeout * TICKS_PER_SECOND),
+                world.ticks() + round(world.connect_timeout * TICKS_PER_SECOND),
                 self._connect_timed_out,
                 world.context,
                 attempt,
             )
         self._send_syn(attempt)
+        return attempt
+
+    async def _connect(
+        self, src: Host, dst: Host, port: int | str, context: contextvars.Context
+    ) -> StreamTransport:
+        loop = self.loop
+        done: asyncio.Future[Any] = loop.create_future()
+
+        def finish(result: StreamTransport | BaseException) -> None:
+            if done.done():
+                return
+            if isinstance(result, BaseException):
+                done.set_exception(result)
+            else:
+                done.set_result(result)
+
+        attempt = self.begin_connect(src, dst, port, context, finish)
         try:
             return await done  # type: ignore[no-any-return]
         except BaseException:
-            if attempt.timer is not None:
-                attempt.timer.cancel()
-            if done.done() and not done.cancelled() and done.exception() is None:
-                client.abort()
-            elif not client._lost:
-                client._closing = client._lost = True
-                src.transports.discard(client)
-            if attempt in self._held_connects:
-                self._held_connects.remove(attempt)
+            attempt.cancel()
             raise
 
-    def _send_syn(self, attempt: _Connect) -> None:
+    def _send_syn(self, attempt: Connect) -> None:
         world: Network = self  # type: ignore[assignment]
         if not world.connected(attempt.src, attempt.dst):
             self._held_connects.append(attempt)
@@ -385,20 +440,20 @@ class Seam:
         world: Network = self  # type: ignore[assignment]
         held, self._held_connects = self._held_connects, []
         for attempt in held:
-            if not attempt.done.done():
+            if not attempt.finished:
                 self._send_syn(attempt)
         for host in world.hosts:
             for transport in list(host.transports):
                 if transport.out is not None and transport.out.held:
                     transport.out.pump()
 
-    def _connect_timed_out(self, attempt: _Connect) -> None:
-        if not attempt.done.done():
-            attempt.done.set_exception(TimeoutError(errno.ETIMEDOUT, "Connection timed out"))
+    def _connect_timed_out(self, attempt: Connect) -> None:
+        attempt.timer = None
+        attempt.end(TimeoutError(errno.ETIMEDOUT, "Connection timed out"))
 
-    def _syn_arrives(self, attempt: _Connect) -> None:
+    def _syn_arrives(self, attempt: Connect) -> None:
         world: Network = self  # type: ignore[assignment]
-        if attempt.done.done():
+        if attempt.finished:
             return
         src, dst = attempt.src, attempt.dst
         if not world.connected(src, dst):
@@ -423,17 +478,14 @@ class Seam:
 
     def _accept(self, server: Server, end: StreamTransport) -> None:
         world: Network = self  # type: ignore[assignment]
-        loop = world.loop
         try:
             protocol = server.protocol_factory()
         except Exception as exc:
-            loop.call_exception_handler(
-                {"message": "the server's protocol factory failed", "exception": exc}
-            )
+            world.report({"message": "the server's protocol factory failed", "exception": exc})
             end.abort()
             return
         if server.tls is not None:
-            loop.create_task(self._accept_tls(server, end, protocol))
+            self.loop.create_task(self._accept_tls(server, end, protocol))
             return
         end._protocol = protocol
         end._call("connection_made", end)
@@ -455,19 +507,14 @@ class Seam:
         except (OSError, _ssl.SSLError, TimeoutError, asyncio.CancelledError):
             end.abort()  # a failed handshake closes the connection, as asyncio's does
 
-    def _refused(self, attempt: _Connect) -> None:
-        if not attempt.done.done():
-            attempt.done.set_exception(
-                ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed")
-            )
+    def _refused(self, attempt: Connect) -> None:
+        attempt.end(ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed"))
 
-    def _established(self, attempt: _Connect) -> None:
-        if attempt.timer is not None:
-            attempt.timer.cancel()
-        if attempt.done.done():
+    def _established(self, attempt: Connect) -> None:
+        if attempt.finished:
             attempt.client.abort()
             return
-        attempt.done.set_result(attempt.client)
+        attempt.end(attempt.client)
 
     async def _finish(
         self,
@@ -515,17 +562,21 @@ class Seam:
             return NOT_OURS
         family, kind, proto = call["family"], call["type"], call["proto"]
         if family not in (0, socket.AF_INET, socket.AF_UNSPEC):
-            raise socket.gaierror(socket.EAI_ADDRFAMILY, "Address family for hostname not supported")
+            raise socket.gaierror(
+                socket.EAI_ADDRFAMILY, "Address family for hostname not supported"
+            )
         port = _port(call["port"])
         kinds = [kind] if kind else [socket.SOCK_STREAM, socket.SOCK_DGRAM]
         result = []
         for each in kinds:
-            number = proto or (socket.IPPROTO_UDP if each == socket.SOCK_DGRAM else socket.IPPROTO_TCP)
+            number = proto or (
+                socket.IPPROTO_UDP if each == socket.SOCK_DGRAM else socket.IPPROTO_TCP
+            )
             result.append((socket.AF_INET, each, number, "", (host.address, port)))
         return result
 
     async def getnameinfo(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        sockaddr = args[0] if args else kwargs.get("sockaddr")
+        sockaddr: Any = args[0] if args else kwargs.get("sockaddr")
         world: Network = self  # type: ignore[assignment]
         host = world.resolve(sockaddr[0]) if isinstance(sockaddr, tuple) else None
         if host is None:
@@ -584,10 +635,11 @@ class Seam:
             if bind in _REAL or world.resolve(bind) is None:
                 return NOT_OURS
             if world.resolve(bind) is not host:
-                raise OSError(errno.EADDRNOTAVAIL, f"cannot bind {bind!r}: not host {host.name!r}'s")
-        elif isinstance(bind, list | tuple):
-            if any(item in _REAL for item in bind):
-                return NOT_OURS
+                raise OSError(
+                    errno.EADDRNOTAVAIL, f"cannot bind {bind!r}: not host {host.name!r}'s"
+                )
+        elif isinstance(bind, list | tuple) and any(item in _REAL for item in bind):
+            return NOT_OURS
         if not host.up:
             raise OSError(errno.ENETDOWN, f"host {host.name!r} is down")
         port = _port(call["port"]) or host.port()
@@ -682,14 +734,14 @@ class Seam:
             raise OSError(errno.EADDRINUSE, f"address already in use: {host.name}:{port}")
         protocol = call["protocol_factory"]()
         peer = None if remote_host is None else (remote_host.address, _port(remote[1]))
-        endpoint = DatagramTransport(
-            world, host, port, protocol, contextvars.copy_context(), peer
-        )
+        endpoint = DatagramTransport(world, host, port, protocol, contextvars.copy_context(), peer)
         host.datagrams[port] = endpoint
         endpoint.context.run(protocol.connection_made, endpoint)
         return endpoint, protocol
 
-    def send_datagram(self, endpoint: DatagramTransport, data: bytes, addr: tuple[str, int]) -> None:
+    def send_datagram(
+        self, endpoint: DatagramTransport, data: bytes, addr: tuple[str, int]
+    ) -> None:
         world: Network = self  # type: ignore[assignment]
         src = endpoint.host
         dst = world.resolve(addr[0])

@@ -21,7 +21,8 @@ Protocol callbacks run in the context of the side that set the end up (the task 
 ``create_connection``, the one that called ``create_server``), so tasks they start live on
 that host.
 
-Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see tests/layout.py).
+Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see
+tests/layout.py).
 """
 
 from __future__ import annotations
@@ -325,7 +326,7 @@ class StreamTransport(asyncio.Transport):
     def get_write_buffer_size(self) -> int:
         return 0 if self.out is None else self.out.queued_bytes
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:  # type: ignore[override]
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         payload = _check_data(data)
         if self._eof_out and not self._closing:
             raise UsageError("Cannot call write() after write_eof()")
@@ -380,12 +381,14 @@ class StreamTransport(asyncio.Transport):
             self._call("resume_writing")
 
     def _call(self, name: str, *args: Any) -> Any:
+        if self._protocol is None:
+            return None
         try:
             return getattr(self._protocol, name)(*args)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            self.world.loop.call_exception_handler(
+            self.world.report(
                 {
                     "message": f"protocol.{name}() failed",
                     "exception": exc,
@@ -444,7 +447,9 @@ class StreamTransport(asyncio.Transport):
                 buf = memoryview(self._call("get_buffer", len(view)))
                 n = min(len(buf), len(view))
                 if n == 0:
-                    self._call("connection_lost", RuntimeError("get_buffer() returned an empty buffer"))
+                    self._call(
+                        "connection_lost", RuntimeError("get_buffer() returned an empty buffer")
+                    )
                     return
                 buf[:n] = view[:n]
                 self._call("buffer_updated", n)
@@ -479,7 +484,8 @@ class StreamTransport(asyncio.Transport):
             self.out.drop()
             peer = self.out.dst
             self.world.at(
-                self.world.ticks() + self.world.link_of(self.host, peer.host).delay_ticks(self.world),
+                self.world.ticks()
+                + self.world.link_of(self.host, peer.host).delay_ticks(self.world),
                 peer.reset,
                 peer.context,
             )
@@ -547,7 +553,7 @@ class DatagramTransport(asyncio.DatagramTransport):
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            self.world.loop.call_exception_handler(
+            self.world.report(
                 {"message": "datagram_received() failed", "exception": exc, "transport": self}
             )
 

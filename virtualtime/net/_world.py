@@ -17,7 +17,8 @@ Faults are the world's verbs: :meth:`Network.partition` / :meth:`Network.heal`,
 Every draw the world makes (jitter, loss, duplication) comes from the loop's seeded
 :class:`~virtualtime._engine._seeding.Chooser`, so one seed is one run.
 
-Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see tests/layout.py).
+Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see
+tests/layout.py).
 """
 
 from __future__ import annotations
@@ -27,16 +28,15 @@ import contextvars
 import errno
 import ipaddress
 import math
-import weakref
-from collections.abc import Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
-from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
-from .._shared._time import TICKS_PER_SECOND, shown
 from .._engine._loop import VirtualEventLoop
 from .._engine._network import context_of, requeue
 from .._engine._seeding import Chooser
+from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
+from .._shared._time import TICKS_PER_SECOND, shown
 from ._seam import Seam
 from ._streams import DatagramTransport, StreamTransport
 
@@ -172,7 +172,10 @@ class Host:
         self.up = True
         self.crashes = 0
         self.paused_until = 0  # loop ticks; paused while now < paused_until
-        self.tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self.held: list[Any] = []  # what the host would have run during its pause
+        # The tasks living here, held until they end: a task started on a host and dropped by
+        # its starter (``host.run(serve())``) must not be collected while it waits.
+        self.tasks: set[asyncio.Task[Any]] = set()
         self.transports: set[StreamTransport] = set()
         self.servers: dict[int, Server] = {}
         self.unix_servers: dict[str, Server] = {}
@@ -275,8 +278,8 @@ class Host:
         seconds = _seconds("duration", duration)
         assert seconds is not None
         world = self.world
-        loop = world.attach()
-        until = loop._vt_ticks + round(seconds * TICKS_PER_SECOND)
+        world.attach()
+        until = world.ticks() + round(seconds * TICKS_PER_SECOND)
         if until > self.paused_until:
             self.paused_until = until
             world.at(until, world.gates_changed, world.context)
@@ -285,8 +288,7 @@ class Host:
     @property
     def paused(self) -> bool:
         """Whether the host is paused right now."""
-        loop = self.world.loop
-        return loop is not None and loop._vt_ticks < self.paused_until
+        return self.world.ticks() < self.paused_until
 
     # -------------------------------------------------------------------- clock
 
@@ -300,7 +302,7 @@ class Host:
         new_offset = None if offset is None else _finite("offset", offset)
         new_rate = None if rate is None else _rate(rate)
         world = self.world
-        ticks = world.loop._vt_ticks if world.loop is not None else 0
+        ticks = world.ticks()
         clock = self.clock
         local = clock.ticks(ticks)
         if new_offset is not None:
@@ -312,8 +314,7 @@ class Host:
 
     def time(self) -> float:
         """This host's clock now, in seconds (what ``loop.time()`` reads on the host)."""
-        loop = self.world.loop
-        return self.clock.seconds(0 if loop is None else loop._vt_ticks)
+        return self.clock.seconds(self.world.ticks())
 
 
 def _finite(name: str, value: object) -> float:
@@ -384,6 +385,7 @@ class Network(Seam):
         self.default_link = default
         self.connect_timeout = timeout or 0.0
         self.loop: VirtualEventLoop | None = None
+        self.driver: Driver = _Unattached()
         self.chooser: Chooser = Chooser(0 if seed is None else seed)
         self.context = contextvars.Context()  # the world's own callbacks: on no host
         self._hosts: dict[str, Host] = {}
@@ -488,7 +490,7 @@ class Network(Seam):
         jitter: float | None = None,
         loss: float | None = None,
         duplicate: float | None = None,
-        bandwidth: float | None | type[_Keep] = None,
+        bandwidth: float | type[_Keep] | None = None,
     ) -> Link:
         """Set how bytes travel between ``a`` and ``b`` (both ways); unset values keep theirs.
 
@@ -584,6 +586,7 @@ class Network(Seam):
         if chooser is not None and (self._seed is None or self._seed == chooser.seed):
             self.chooser = chooser
         self.loop = loop
+        self.driver = LoopDriver(loop)
         loop._vt_net = self
         self._previous_factory = loop.get_task_factory()
         loop.set_task_factory(self._task_factory)
@@ -603,6 +606,7 @@ class Network(Seam):
             loop.set_task_factory(self._previous_factory)
         loop._vt_net = None
         self.loop = None
+        self.driver = _Unattached()
 
     async def __aenter__(self) -> Network:
         self.attach()
@@ -626,23 +630,26 @@ class Network(Seam):
             task = asyncio.Task(coro, loop=loop, **kwargs)
         if host is not None and host.world is self:
             host.tasks.add(task)
+            task.add_done_callback(host.tasks.discard)
             if not host.up:
                 task.cancel(f"host {host.name!r} is down")
         return task
 
     def ticks(self) -> int:
-        return self.loop._vt_ticks  # type: ignore[union-attr]
+        """The loop's clock now, in ticks (the world's own timers run on it)."""
+        return self.driver.ticks()
 
     def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
-        """Call ``callback`` at the loop's tick ``ticks`` in ``context`` (the world's timer)."""
-        loop = self.loop
-        assert loop is not None
-        return loop._vt_schedule(max(ticks, loop._vt_ticks), 0, callback, args, context)
+        """Call ``callback(*args)`` at the loop's tick ``ticks`` in ``context``; cancellable."""
+        return self.driver.at(ticks, callback, context, *args)
 
     def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
-        loop = self.loop
-        assert loop is not None
-        type(loop).call_soon(loop, callback, *args, context=context)
+        """Call ``callback(*args)`` in ``context`` as soon as the loop can."""
+        self.driver.soon(callback, context, *args)
+
+    def report(self, context: dict[str, Any]) -> None:
+        """Report an error in a callback, as the loop's exception handler does."""
+        self.driver.report(context)
 
     # ----------------------------------------------------- pauses and crashes
 
@@ -651,7 +658,7 @@ class Network(Seam):
         loop = self.loop
         if loop is None:
             return
-        now = loop._vt_ticks
+        now = self.ticks()
         needed = any(not h.up or h.paused_until > now for h in self._hosts.values())
         if needed and not self._gated:
             loop._vt_add_gate(self._gate)
@@ -659,9 +666,8 @@ class Network(Seam):
         elif not needed:
             self._gate_off()
         for host in self._hosts.values():
-            held = getattr(host, "_held", None)
-            if held and host.paused_until <= now:
-                host._held = []  # type: ignore[attr-defined]
+            if host.held and host.paused_until <= now:
+                held, host.held = host.held, []
                 requeue(loop, held)
 
     def _gate_off(self) -> None:
@@ -672,7 +678,7 @@ class Network(Seam):
     def _gate(self, ready: Any, ntodo: int) -> int:
         # Hold back what a paused host would run; drop what a crashed host scheduled (its
         # cancelled tasks still run, to finish).
-        now = self.loop._vt_ticks  # type: ignore[union-attr]
+        now = self.ticks()
         kept = 0
         for _ in range(ntodo):
             handle = ready.popleft()
@@ -687,10 +693,7 @@ class Network(Seam):
                     ready.append(handle)
                     kept += 1
                 continue
-            held = getattr(host, "_held", None)
-            if held is None:
-                held = host._held = []  # type: ignore[attr-defined]
-            held.append(handle)
+            host.held.append(handle)
         # What stays runs this round, after whatever was queued behind the batch meanwhile.
         ready.rotate(kept)
         return kept
@@ -713,7 +716,7 @@ class Network(Seam):
         own = loop.__dict__
         for name in ("time", "call_at", "call_later"):
             self._saved[name] = own.get(name, _MISSING)
-        base_time = type(loop).time.__get__(loop)
+        base_time: Callable[[], float] = type(loop).time.__get__(loop)
         base_at = own.get("call_at") or type(loop).call_at.__get__(loop)
         base_later = own.get("call_later") or type(loop).call_later.__get__(loop)
 
@@ -725,16 +728,26 @@ class Network(Seam):
 
         def call_at(when: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
             host = _HOST.get()
-            if host is not None and host.world is self and not host.clock.identity:
-                if isinstance(when, int | float) and math.isfinite(when):
-                    when = host.clock.loop_seconds(when)
+            if (
+                host is not None
+                and host.world is self
+                and not host.clock.identity
+                and isinstance(when, int | float)
+                and math.isfinite(when)
+            ):
+                when = host.clock.loop_seconds(when)
             return base_at(when, callback, *args, **kwargs)
 
         def call_later(delay: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
             host = _HOST.get()
-            if host is not None and host.world is self and host.clock.rate != 1.0:
-                if isinstance(delay, int | float) and math.isfinite(delay):
-                    delay = delay / host.clock.rate
+            if (
+                host is not None
+                and host.world is self
+                and host.clock.rate != 1.0
+                and isinstance(delay, int | float)
+                and math.isfinite(delay)
+            ):
+                delay = delay / host.clock.rate
             return base_later(delay, callback, *args, **kwargs)
 
         loop.time = time  # type: ignore[method-assign]
@@ -769,6 +782,54 @@ class Network(Seam):
         if patch is not None and saved_patch is not None:
             patch.seconds, patch._source, patch.view = saved_patch
         self._viewing = False
+
+
+class Driver(Protocol):
+    """Where a world's timers and callbacks run: the loop it is attached to."""
+
+    def ticks(self) -> int: ...
+    def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any: ...
+    def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None: ...
+    def report(self, context: dict[str, Any]) -> None: ...
+
+
+class LoopDriver:
+    """A world's timers and callbacks on a virtual asyncio loop (its own timer heap)."""
+
+    __slots__ = ("loop",)
+
+    def __init__(self, loop: VirtualEventLoop) -> None:
+        self.loop = loop
+
+    def ticks(self) -> int:
+        return self.loop._vt_ticks
+
+    def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
+        loop = self.loop
+        return loop._vt_schedule(max(ticks, loop._vt_ticks), 0, callback, args, context)
+
+    def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
+        loop = self.loop
+        type(loop).call_soon(loop, callback, *args, context=context)
+
+    def report(self, context: dict[str, Any]) -> None:
+        self.loop.call_exception_handler(context)
+
+
+class _Unattached:
+    """The driver of a world not yet attached to a loop: time 0, nothing can be scheduled."""
+
+    def ticks(self) -> int:
+        return 0
+
+    def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
+        raise UsageError("the world is not attached to a running loop yet")
+
+    def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
+        raise UsageError("the world is not attached to a running loop yet")
+
+    def report(self, context: dict[str, Any]) -> None:
+        raise UsageError("the world is not attached to a running loop yet")
 
 
 class _Keep:
