@@ -384,9 +384,9 @@ class Seam:
     ) -> Connect:
         """Start connecting ``src`` to ``port`` on ``dst`` (a str port: a Unix path).
 
-        See :class:`Connect`.
-        The client end's protocol callbacks run in ``context``.  Either backend builds its
-        awaitable on this: asyncio a future (:meth:`_connect`), trio a socket's wait.
+        The client end's protocol callbacks run in ``context``; ``finish`` gets the outcome
+        (see :class:`Connect`).  Either backend builds its awaitable on this: asyncio a
+        future (:meth:`_connect`), trio a socket's wait.
         """
         world: Network = self  # type: ignore[assignment]
         unix = isinstance(port, str)
