@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
+import heapq
 import socket
 import ssl as _ssl
 from collections.abc import Callable
@@ -333,6 +334,47 @@ class Connect:
         self.finished = True
 
 
+class _Path:
+    """The datagrams on their way from one host to another, delivered in arrival order.
+
+    Datagrams that arrive at one instant arrive in the order they were sent: only jitter
+    reorders them, never the order in which a seed runs same-instant timers.
+    """
+
+    __slots__ = ("dst", "heap", "sent", "timer", "when", "world")
+
+    def __init__(self, world: Network, dst: Host) -> None:
+        self.world = world
+        self.dst = dst
+        self.heap: list[tuple[int, int, int, bytes, tuple[str, int]]] = []
+        self.sent = 0
+        self.timer: Any = None
+        self.when = 0
+
+    def add(self, arrival: int, port: int, data: bytes, source: tuple[str, int]) -> None:
+        self.sent += 1
+        heapq.heappush(self.heap, (arrival, self.sent, port, data, source))
+        if self.timer is not None and self.when <= arrival:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.when = arrival
+        self.timer = self.world.at(arrival, self._deliver, self.dst.context)
+
+    def _deliver(self) -> None:
+        self.timer = None
+        now = self.world.ticks()
+        heap, dst = self.heap, self.dst
+        while heap and heap[0][0] <= now:
+            _arrival, _n, port, data, source = heapq.heappop(heap)
+            endpoint = dst.datagrams.get(port)
+            if endpoint is not None and dst.up:
+                endpoint.context.run(endpoint.received, data, source)
+        if heap:
+            self.when = heap[0][0]
+            self.timer = self.world.at(self.when, self._deliver, dst.context)
+
+
 class Seam:
     """The network methods of a world (mixed into :class:`~virtualtime.net.Network`)."""
 
@@ -341,6 +383,7 @@ class Seam:
 
     def __init__(self) -> None:
         self._socks: dict[int, tuple[Any, StreamTransport]] = {}
+        self._paths: dict[tuple[Host, Host], _Path] = {}
 
     # ---------------------------------------------------------------- helpers
 
@@ -753,14 +796,11 @@ class Seam:
             return
         copies = 2 if link.duplicate and chooser.chance(link.duplicate) else 1
         source = (src.address, endpoint.port)
+        path = self._paths.get((src, dst))
+        if path is None:
+            path = self._paths[src, dst] = _Path(world, dst)
         for _ in range(copies):
-            arrival = world.ticks() + link.delay_ticks(world)
-            world.at(arrival, self._datagram_arrives, dst.context, dst, addr[1], data, source)
-
-    def _datagram_arrives(self, dst: Host, port: int, data: bytes, source: tuple[str, int]) -> None:
-        endpoint = dst.datagrams.get(port)
-        if endpoint is not None and dst.up:
-            endpoint.context.run(endpoint.received, data, source)
+            path.add(world.ticks() + link.delay_ticks(world), addr[1], data, source)
 
     async def start_tls(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
         call = _bind(_start_tls_args, args, kwargs)
