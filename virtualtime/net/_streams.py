@@ -120,6 +120,8 @@ class Flow:
         "dst",
         "held",
         "last_arrival",
+        "link",
+        "open",
         "pending",
         "queue",
         "queued_bytes",
@@ -127,6 +129,7 @@ class Flow:
         "timer",
         "tx_free",
         "unacked",
+        "version",
         "wire",
         "world",
     )
@@ -144,16 +147,33 @@ class Flow:
         self.timer: asyncio.TimerHandle | None = None
         self.pending = 0  # the arrival tick the timer is set for
         self.held = False
+        # The link and whether it is open, as of the world's version (faults bump it).
+        self.version = -1
+        self.link = world.default_link
+        self.open = True
+
+    def _refresh(self) -> bool:
+        world = self.world
+        if self.version != world.version:
+            src, dst = self.src.host, self.dst.host
+            self.open = world.connected(src, dst)
+            self.link = world.link_of(src, dst)
+            self.version = world.version
+        return self.open
 
     # ----------------------------------------------------------------- sending
 
     def send(self, kind: int, data: bytes = b"") -> None:
         """Queue a segment (cut to :data:`_SEGMENT`) and move what may move."""
         if kind == _DATA:
-            for start in range(0, len(data), _SEGMENT):
-                piece = data[start : start + _SEGMENT]
-                self.queue.append((_DATA, piece))
-                self.queued_bytes += len(piece)
+            if len(data) <= _SEGMENT:
+                self.queue.append((_DATA, data))
+                self.queued_bytes += len(data)
+            else:
+                for start in range(0, len(data), _SEGMENT):
+                    piece = data[start : start + _SEGMENT]
+                    self.queue.append((_DATA, piece))
+                    self.queued_bytes += len(piece)
         else:
             self.queue.append((kind, data))
         self.pump()
@@ -161,12 +181,11 @@ class Flow:
     def pump(self) -> None:
         """Put queued segments on the wire while the window and the link allow."""
         world = self.world
-        src_host, dst_host = self.src.host, self.dst.host
-        if not world.connected(src_host, dst_host):
+        if not self._refresh():
             self.held = True
             return
         self.held = False
-        link = world.link_of(src_host, dst_host)
+        link = self.link
         now = world.ticks()
         moved = False
         while self.queue:
@@ -208,7 +227,7 @@ class Flow:
     def _deliver(self) -> None:
         self.timer = None
         world = self.world
-        if not world.connected(self.src.host, self.dst.host):
+        if not self._refresh():
             # A partition fell while these were on the wire: they wait for the heal, first
             # in line, and are sent again then (as TCP retransmits them).
             while self.wire:

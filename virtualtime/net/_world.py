@@ -95,7 +95,7 @@ class Link:
     (probabilities per datagram), ``bandwidth`` (bytes per second, or None: no limit).
     """
 
-    __slots__ = ("bandwidth", "duplicate", "jitter", "latency", "loss")
+    __slots__ = ("bandwidth", "duplicate", "jitter", "latency", "loss", "ticks")
 
     def __init__(
         self,
@@ -110,13 +110,13 @@ class Link:
         self.loss = loss
         self.duplicate = duplicate
         self.bandwidth = bandwidth
+        self.ticks = round(latency * TICKS_PER_SECOND)
 
     def delay_ticks(self, world: Network) -> int:
         """One way's delay now, in ticks: the latency, plus a jitter drawn from the seed."""
-        delay = self.latency
         if self.jitter:
-            delay += world.chooser.uniform(0.0, self.jitter)
-        return round(delay * TICKS_PER_SECOND)
+            return self.ticks + round(world.chooser.uniform(0.0, self.jitter) * TICKS_PER_SECOND)
+        return self.ticks
 
     def __repr__(self) -> str:
         return (
@@ -247,6 +247,7 @@ class Host:
         world.attach()
         self.up = False
         self.crashes += 1
+        world.version += 1
         for transport in list(self.transports):
             transport.vanish()
         for server in [*self.servers.values(), *self.unix_servers.values()]:
@@ -265,7 +266,9 @@ class Host:
                 coro.close()
             raise UsageError(f"host {self.name!r} is up: crash() it before restart()")
         self.up = True
+        self.world.version += 1
         self.world.gates_changed()
+        self.world.resume_held()
         return None if coro is None else self.run(coro)
 
     def pause(self, duration: float) -> None:
@@ -392,6 +395,7 @@ class Network(Seam):
         self._by_address: dict[str, Host] = {}
         self._links: dict[frozenset[Host], Link] = {}
         self._cut: set[frozenset[Host]] = set()
+        self.version = 0  # bumped by every change of links, partitions and hosts' states
         self._gated = False
         self._viewing = False
         self._saved: dict[str, Any] = {}
@@ -508,6 +512,7 @@ class Network(Seam):
             current.bandwidth if bandwidth is None else _bandwidth(bandwidth),
         )
         self._links[frozenset((first, second))] = new
+        self.version += 1
         return new
 
     def link_of(self, a: Host, b: Host) -> Link:
@@ -530,6 +535,7 @@ class Network(Seam):
             for y in self._hosts_arg(b, "partition"):
                 if x is not y:
                     self._cut.add(frozenset((x, y)))
+        self.version += 1
 
     def heal(
         self,
@@ -550,6 +556,7 @@ class Network(Seam):
                 if x is not y
             }
         self._cut -= healed
+        self.version += 1
         self.resume_held()
 
     def connected(self, a: Host, b: Host) -> bool:
