@@ -559,3 +559,45 @@ def test_canary_anyio_cancel_scopes_keep_child_scopes_in_a_set_made_by_the_const
     )
     _anyio_sleep.install()
     assert _anyio_sleep.scopes_ordered(), changed("CancelScope (not ordered)", where)
+
+
+# ------------------------------------------------------------------ the network seam
+
+
+def test_canary_the_methods_the_network_seam_routes_exist_on_the_stock_loop() -> None:
+    # _network.py, NetworkMixin: each routed method falls back to the stock loop's own, found
+    # through super(); a method asyncio drops or renames would fail only when it is called.
+    from virtualtime._engine._network import NetworkMixin
+
+    routed = [name for name, value in vars(NetworkMixin).items() if callable(value)]
+    stock = asyncio.SelectorEventLoop
+    missing = [
+        name for name in routed if not inspect.iscoroutinefunction(getattr(stock, name, None))
+    ]
+    assert not missing, changed(
+        f"the stock loop's network coroutines (missing or not coroutines: {missing})",
+        "virtualtime/_engine/_network.py (NetworkMixin)",
+    )
+
+
+def test_canary_a_ready_handle_keeps_its_context_in_context() -> None:
+    # _network.py, context_of: a world's pause and crash gate reads whose code a ready handle
+    # is from the context it was scheduled with, Handle._context (stock and lean handles).
+    from virtualtime._engine._network import context_of
+
+    async def main() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        handles = [
+            loop.call_soon(print, context=context),
+            loop.call_later(5, print, context=context),
+            asyncio.Handle(print, (), loop, context),
+        ]
+        for handle in handles:
+            handle.cancel()
+        return [context_of(handle) is context for handle in handles]
+
+    assert virtualtime.run(main()) == [True, True, True], changed(
+        "where a handle keeps its context (Handle._context)",
+        "virtualtime/_engine/_network.py (context_of)",
+    )
