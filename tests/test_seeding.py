@@ -163,7 +163,7 @@ def test_history_and_debug_mode_follow_the_seed_too() -> None:
 # ------------------------------------------------------------------------- the ready shuffle
 
 
-def test_perturb_ready_moves_task_steps_only() -> None:
+def test_perturb_ready_moves_task_steps_only_among_their_neighbours() -> None:
     async def mixed(log: Log) -> None:
         loop = _loop()
 
@@ -173,10 +173,10 @@ def test_perturb_ready_moves_task_steps_only() -> None:
         def later() -> None:
             # One round's batch: callbacks and task steps interleaved.
             loop.call_soon(log.append, ("cb1",))
-            loop.create_task(task("t1"))
+            for name in ("t1", "t2", "t3"):
+                loop.create_task(task(name))
             loop.call_soon(log.append, ("cb2",))
-            loop.create_task(task("t2"))
-            loop.create_task(task("t3"))
+            loop.create_task(task("t4"))
             loop.call_soon(log.append, ("cb3",))
 
         loop.call_soon(later)
@@ -185,39 +185,68 @@ def test_perturb_ready_moves_task_steps_only() -> None:
     orders = set()
     for seed in range(20):
         log, _ = run_logged(mixed, seed=seed, perturb="ready")
-        assert [log[0], log[2], log[5]] == [("cb1",), ("cb2",), ("cb3",)]  # in place
-        orders.add(tuple(log[i] for i in (1, 3, 4)))
-    assert len(orders) >= 3  # the tasks' first steps trade places
+        # Callbacks keep their places, and no task step passes one: t4 stays between.
+        assert [log[0], log[4], log[5], log[6]] == [("cb1",), ("cb2",), ("t4",), ("cb3",)]
+        orders.add(tuple(log[1:4]))
+    assert len(orders) >= 3  # the adjacent first steps trade places
 
 
-def test_shuffle_tasks_permutes_task_handles_among_their_places() -> None:
+def test_shuffle_tasks_permutes_runs_of_adjacent_task_steps() -> None:
     loop = virtualtime.new_event_loop()
 
     async def nothing() -> None:
         return None
 
     try:
-        tasks = [loop.create_task(nothing()) for _ in range(4)]
+        tasks = [loop.create_task(nothing()) for _ in range(5)]
         ready = loop._ready
-        handles = list(ready)  # the four first steps
-        assert [getattr(h._callback, "__self__", None) for h in handles] == tasks  # type: ignore[attr-defined]
+        steps = list(ready)  # the five first steps
+        owners = [getattr(h._callback, "__self__", None) for h in steps]  # type: ignore[attr-defined]
+        assert owners == tasks
         plain = [loop.call_soon(print) for _ in range(2)]
         ready.clear()
-        ready.extend([handles[0], plain[0], handles[1], handles[2], plain[1], handles[3]])
-        chooser = Chooser(3)
-        chooser.shuffle_tasks(ready, 5)  # the last task is beyond ntodo: it stays
-        after = list(ready)
-        assert (after[1], after[4], after[5]) == (plain[0], plain[1], handles[3])
-        assert sorted(map(id, (after[0], after[2], after[3]))) == sorted(map(id, handles[:3]))
-        assert chooser.decisions == 1
-        one = Chooser(3)
-        one.shuffle_tasks(collections.deque([handles[0], plain[0]]), 2)
-        assert one.decisions == 0  # one task: nothing to choose
+        batch = [steps[0], plain[0], steps[1], steps[2], plain[1], steps[3], steps[4]]
+        seen = set()
+        for seed in range(20):
+            ready.extend(batch)
+            chooser = Chooser(seed)
+            chooser.shuffle_tasks(ready, 6)  # the last step is beyond ntodo: it stays
+            after = list(ready)
+            ready.clear()
+            # steps[0] and steps[3] have no task step beside them (within ntodo): they stay.
+            assert [after[i] for i in (0, 1, 4, 5, 6)] == [batch[i] for i in (0, 1, 4, 5, 6)]
+            assert {id(after[2]), id(after[3])} == {id(steps[1]), id(steps[2])}
+            assert chooser.decisions == 1
+            seen.add(after[2] is steps[2])
+        assert seen == {True, False}
+        lone = Chooser(3)
+        lone.shuffle_tasks(collections.deque([steps[0], plain[0], steps[1]]), 3)
+        assert lone.decisions == 0  # no two adjacent task steps: nothing to choose
         for task in tasks:
             task.cancel()
+        ready.extend(steps)
         loop.run_until_complete(asyncio.sleep(0))
     finally:
         loop.close()
+
+
+async def spawned(log: Log) -> None:
+    async def output(text: str) -> bytes | None:
+        process = await asyncio.create_subprocess_exec("echo", text, stdout=asyncio.subprocess.PIPE)
+        out, _ = await process.communicate()
+        return out
+
+    log.extend((out,) for out in await asyncio.gather(*(output(str(i)) for i in range(8))))
+
+
+def test_subprocesses_still_work_under_perturb_ready() -> None:
+    # A subprocess transport calls connection_made, then wakes the task waiting for it: a
+    # wake-up moved before that callback would find no pipes (communicate() gives None).
+    for seed in range(3):
+        log, chooser = run_logged(spawned, seed=seed, perturb="ready")
+        assert log == [(b"%d\n" % i,) for i in range(8)]
+        assert chooser is not None
+        assert chooser.deviations
 
 
 async def echo(log: Log) -> None:
