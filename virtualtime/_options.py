@@ -335,8 +335,8 @@ def _checked(options: LoopOptions) -> LoopOptions:
     """``options``, marked as checked: made of values the checks returned.
 
     A constructor handed such an instance (``anyio_run`` and ``simulate`` check the options
-    first, then pass them on) takes it as it is, instead of checking all twelve again: that was
-    a tenth of the cost of a loop.  The mark is no field (equality, ``repr`` and
+    first, then pass them on) takes it as it is, instead of checking all twelve again: that
+    was a tenth of the cost of a loop.  The mark is no field (equality, ``repr`` and
     ``dataclasses.replace`` ignore it; a replaced copy is checked afresh).  The rules between
     options are checked here, once every value is.
     """
@@ -478,10 +478,10 @@ def configure(
     what a constructor was given, except ``history``, where the larger count wins so that a
     tracer never shrinks what the code keeps.  A trio clock takes the options it has and
     ignores the asyncio-only ones (``history``, ``max_rounds_per_instant``, ``seed`` and
-    ``perturb``).  ``on_create(obj)`` is called with
-    each new :class:`~virtualtime.VirtualEventLoop` or :class:`virtualtime.trio.VirtualClock`
-    once it is built; ``on_close(obj)`` when such a loop closes, or when a trio run on such a
-    clock ends.  Contexts nest: inner options go on top, and every level's callbacks run.
+    ``perturb``).  ``on_create(obj)`` is called with each new
+    :class:`~virtualtime.VirtualEventLoop` or :class:`virtualtime.trio.VirtualClock` once it
+    is built; ``on_close(obj)`` when such a loop closes, or when a trio run on such a clock
+    ends.  Contexts nest: inner options go on top, and every level's callbacks run.
 
     "This context" is a :mod:`contextvars` context: the current thread, and tasks and
     ``asyncio.to_thread`` calls started from it -- not threads started with

@@ -24,12 +24,14 @@ when an earlier one is masked back to its default.
 
 What a seed may reorder, and what not.  Timers: any two due at the same tick with the same
 priority (explicit priorities still come first).  Ready callbacks: only *task steps* -- a
-task's first step and its wake-ups.  asyncio's own machinery schedules many other callbacks
-with ``call_soon`` and relies on their FIFO order (a transport calls ``connection_made``, then
-starts reading, then wakes the waiter of ``create_connection``; a future's done callbacks
-run in the order added), so shuffling every ready callback would break asyncio itself, not
-find bugs in the program.  Tasks, though, interleave at their ``await`` points in any order
-a busier or slower machine could produce, and that is what ``perturb="ready"`` explores.
+task's first step and its wake-ups -- and only among the task steps next to them in the
+round.  asyncio's own machinery schedules many other callbacks with ``call_soon`` and relies
+on their FIFO order, also relative to the wake-ups that follow them (a transport calls
+``connection_made``, then starts reading, then wakes the waiter of ``create_connection``; a
+future's done callbacks run in the order added), so moving a task step past any other
+callback would break asyncio itself, not find bugs in the program.  Tasks made ready
+together, though, interleave at their ``await`` points in whatever order a busier or slower
+machine could produce, and that is what ``perturb="ready"`` explores.
 
 Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
@@ -205,12 +207,15 @@ class Chooser:
         """Permute the task steps among the first ``ntodo`` handles of ``ready`` (one decision).
 
         Only handles whose callback is a method of an :class:`asyncio.Task` -- its steps and
-        wake-ups -- move, among the places they hold; every other handle keeps its place.
-        asyncio schedules its own callbacks with ``call_soon`` and relies on their FIFO order
-        (a transport's ``connection_made``, then its reader, then the waiter of
-        ``create_connection``), so shuffling those would break asyncio rather than find a bug
-        in the program.  With fewer than two task steps there is nothing to choose: no
-        decision is made.  The default is the order as it is.
+        wake-ups -- move, and only among the task steps next to them: each run of adjacent
+        task steps is permuted within itself, and every other handle keeps its place, with no
+        task step passing it in either direction.  asyncio schedules its own callbacks with
+        ``call_soon`` and relies on their FIFO order, also with respect to the wake-ups they
+        come before: a subprocess transport schedules ``connection_made`` and then resolves
+        the waiter of ``create_subprocess_exec``, whose wake-up, run first, would find no
+        pipes (``communicate()`` would return ``None``).  Shuffling those would break asyncio
+        rather than find a bug in the program.  With no two adjacent task steps there is
+        nothing to choose: no decision is made.  The default is the order as it is.
         """
         places = [
             place
@@ -218,10 +223,18 @@ class Chooser:
             if _is_task_step(handle)
         ]
         count = len(places)
-        if count < 2:
+        runs = []  # (first, end) in ``places`` of each run of two or more adjacent steps
+        first = 0
+        for index in range(1, count + 1):
+            if index == count or places[index] != places[index - 1] + 1:
+                if index - first >= 2:
+                    runs.append((first, index))
+                first = index
+        if not runs:
             return
-        order = self.choose(tuple(range(count)), lambda rng: _permutation(rng, count))
-        if order == tuple(range(count)):
+        identity = tuple(range(count))
+        order = self.choose(identity, lambda rng: _shuffled_runs(rng, count, runs))
+        if order == identity:
             return
         batch = [ready.popleft() for _ in range(ntodo)]
         steps = [batch[place] for place in places]
@@ -252,9 +265,13 @@ def _random(rng: random.Random) -> float:
     return rng.random()
 
 
-def _permutation(rng: random.Random, count: int) -> tuple[int, ...]:
+def _shuffled_runs(rng: random.Random, count: int, runs: list[tuple[int, int]]) -> tuple[int, ...]:
+    """``range(count)`` with each ``runs`` slice shuffled in place (one shuffle per run)."""
     order = list(range(count))
-    rng.shuffle(order)
+    for first, end in runs:
+        run = order[first:end]
+        rng.shuffle(run)
+        order[first:end] = run
     return tuple(order)
 
 

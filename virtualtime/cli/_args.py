@@ -60,6 +60,7 @@ examples:
   virtualtime run --rate 60 sim.py                watch it at a minute per second
   virtualtime run -m mypackage.service            run a module, like python -m
   virtualtime plot out.json -o timeline.png       draw the trace as a timeline
+  virtualtime explore tests/scenarios.py:main --seeds 1000   hunt ordering bugs by seed
 
 exit status: the script's own, or 1 if it raised, 2 for a bad command line,
 3 when --until stopped it, 4 on a deadlock, 130 when interrupted.
@@ -210,6 +211,7 @@ _RUN_VALUE_OPTIONS: Final = frozenset(
         "--trace",
         "--trace-limit",
         "--seed",
+        "--perturb",
         "--wall-start",
     }
 )
@@ -313,7 +315,16 @@ def _add_run(commands: Any) -> Parser:
         help=f"keep at most the latest N timers per loop for --trace ({_DEFAULT_TRACE_LIMIT:,})",
     )
     run.add_argument(
-        "--seed", type=_count_arg(0), metavar="N", help="seed `random` so a stochastic run repeats"
+        "--seed",
+        type=_count_arg(0),
+        metavar="N",
+        help="seed `random` and the loop (the order of same-instant timers) so a run repeats",
+    )
+    run.add_argument(
+        "--perturb",
+        choices=("timers", "ready"),
+        help="with --seed: what the seed reorders, same-instant timers (default) or also the "
+        "task steps made ready in one loop round",
     )
     run.add_argument(
         "--patch-time",

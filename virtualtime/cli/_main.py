@@ -1,8 +1,9 @@
 """The console script ``virtualtime``: pick the command, check its options, hand it over.
 
 :func:`main` builds the parser (:mod:`._args`), answers a misspelt command or option with
-"did you mean", and runs ``run`` (:mod:`._run`, imported only then), ``plot`` (:mod:`._plot`)
-or a subcommand another part plugged in (``experiment``).  It returns the exit status;
+"did you mean", and runs ``run`` (:mod:`._run`, imported only then), ``plot`` (:mod:`._plot`),
+``explore`` (:mod:`._explore`, registered here) or a subcommand another part plugged in
+(``experiment``).  It returns the exit status;
 ``virtualtime`` and ``python -m virtualtime`` both call it.
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
@@ -13,7 +14,13 @@ import sys as _sys
 
 from . import _args
 from ._args import EXIT_USAGE
+from ._explore import add_subcommand as _add_explore
+from ._explore import command_explore as _command_explore
 from ._plot import _command_plot
+
+# ``virtualtime explore`` (its module imports _args, so it registers here, not in _args).
+_args.SUBCOMMANDS["explore"] = _add_explore
+_args.HANDLERS["explore"] = _command_explore
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -162,6 +162,12 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
             "virtual time never goes backwards"
         )
         return EXIT_USAGE
+    if args.perturb is not None and args.seed is None:
+        _error(
+            "--perturb says what the seed reorders: give --seed N too (without a seed the "
+            "loop keeps its first-in first-out order)"
+        )
+        return EXIT_USAGE
     if args.trace is not None:
         args.trace = os.path.abspath(args.trace)  # the script may change directory
         folder = os.path.dirname(args.trace)
@@ -178,6 +184,8 @@ def command_run(args: argparse.Namespace, script_args: list[str]) -> int:
         wall_start=args.wall_start,
         quiet=args.quiet,
         all_threads=args.all_threads,
+        seed=args.seed,
+        perturb=args.perturb,
     )
     notes = sys.stderr
     from ..trace import TraceRecorder

@@ -8,11 +8,13 @@ Two seams, both undone when the run ends:
   clocks created in this context".  Every :class:`~virtualtime.VirtualEventLoop` and
   :class:`virtualtime.trio.VirtualClock` made during the run -- by the entry points below, or
   by the script itself (``virtualtime.run(main())``, ``virtualtime.trio.run``,
-  ``EventLoopPolicy``) -- gets ``--start``, ``--rate``, ``--patch-time``, ``--wall-start`` and
-  the history ``--trace`` needs on top of its own, and is reported to the session (counted in
-  the summary, traced, stopped by ``--until``); a closing loop (or an ending trio run) hands
-  its numbers over and is forgotten, so a script that runs ``asyncio.run`` thousands of times
-  costs per run what it costs without the command.  The engine is not patched.
+  ``EventLoopPolicy``) -- gets ``--start``, ``--rate``, ``--patch-time``, ``--wall-start``,
+  ``--seed`` and ``--perturb`` (a loop's; trio's clock has no seed: trio orders same-instant
+  wake-ups at random itself) and the history ``--trace`` needs on top of its own, and is
+  reported to the session (counted in the summary, traced, stopped by ``--until``); a closing
+  loop (or an ending trio run) hands its numbers over and is forgotten, so a script that runs
+  ``asyncio.run`` thousands of times costs per run what it costs without the command.  The
+  engine is not patched.
 * The stdlib entry points through which a script creates a loop, replaced on the classes and
   modules themselves (so ``from asyncio import run`` sees them too):
 
@@ -120,6 +122,8 @@ class Options:
     wall_start: datetime.datetime | None = None
     quiet: bool = False
     all_threads: bool = False
+    seed: int | None = None
+    perturb: str | None = None
 
     def loop_options(self) -> dict[str, Any]:
         """The loop options the command line sets, for :func:`virtualtime.configure`."""
@@ -136,6 +140,9 @@ class Options:
             given["wall_start"] = self.wall_start
         if self.history:
             given["history"] = self.history  # configure() keeps the larger of two histories
+        if self.seed is not None:
+            given["seed"] = self.seed  # the order of same-instant timers, and so on
+            given["perturb"] = self.perturb or "timers"
         return given
 
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from .._engine._loop import VirtualEventLoop
 
 from .._options import LoopOptions
+from .._shared._errors import UsageError
+from ._seeds import current_seed
 from ._settings import _NOT_VIRTUAL, MARKER, _Settings, _settings
 
 _HOOK_NAME: Final = "pytest_asyncio_loop_factories"
@@ -47,19 +49,39 @@ class _LoopFactory:
     """A zero-argument factory of virtual loops with fixed options.
 
     Equal options make equal factories: pytest-asyncio caches the loop of a wider
-    ``loop_scope`` by factory, so tests with the same options share one loop.
+    ``loop_scope`` by factory, so tests with the same options share one loop.  Options
+    without a ``seed`` take the seed of the test being set up, when the command line gives
+    one (``--virtualtime-seeds``; see :mod:`._seeds`): pytest-asyncio picks a factory per
+    test function, before the seeds parametrize it.
     """
 
-    __slots__ = ("loop_options", "options")
+    __slots__ = ("loop_options", "options", "seeded")
 
     def __init__(self, options: tuple[tuple[str, Any], ...]) -> None:
         self.options = options
-        self.loop_options = LoopOptions.of(dict(options))  # checked once, passed on
+        given = dict(options)
+        self.seeded = given.get("seed") is not None
+        if not self.seeded and given.get("perturb") == "ready":
+            # perturb="ready" on the mark, the seed from the command line: checked with a
+            # stand-in seed here, the test's own when the loop is built.
+            given["seed"] = 0
+        self.loop_options = LoopOptions.of(given)  # checked once, passed on
 
     def __call__(self) -> VirtualEventLoop:
         from .._engine._loop import VirtualEventLoop
 
-        return VirtualEventLoop(self.loop_options)
+        options = self.loop_options
+        if not self.seeded:
+            plan = current_seed()
+            if plan is not None:
+                perturb = dict(self.options).get("perturb", plan.perturb)
+                options = options.replace(seed=plan.seed, perturb=perturb)
+            elif options.seed is not None:
+                raise UsageError(
+                    f"{self!r} has perturb='ready' but no seed, and no test seed is set: "
+                    "give the mark a seed, or run with --virtualtime-seeds N"
+                )
+        return VirtualEventLoop(options)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _LoopFactory):

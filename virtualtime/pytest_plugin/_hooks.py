@@ -14,7 +14,9 @@ Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``,
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import argparse
+from collections.abc import Callable, Generator
+from typing import Any
 
 import pytest
 
@@ -25,10 +27,19 @@ from ._asyncio_factories import (
     _factories,
 )
 from ._deadlocks import _deadlock_of, _settings_or_none, deadlock_report
+from ._seeds import (
+    parametrize,
+    plan_of,
+    report_failure,
+    seed_options,
+    seeded_test,
+    terminal_summary,
+)
 from ._settings import (
     _MARKER_HELP,
     _NOT_VIRTUAL,
     MARKER,
+    _command_line_seeds,
     _default_max_time,
     _global_switch,
     _is_anyio_test,
@@ -60,6 +71,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="virtual horizon of each virtual test: seconds or a duration (90s, 36h, 2d), or "
         "none; past it the test fails (default 1d; a mark's max_time= wins)",
     )
+    group.addoption(
+        "--virtualtime-seeds",
+        dest="virtualtime_seeds",
+        type=_count(1),
+        default=None,
+        metavar="N",
+        help="run each virtual async test under seeds 0 to N-1 (ids [seed=0]...): each seed "
+        "orders same-instant timers its own way; a failure prints the command that replays it",
+    )
+    group.addoption(
+        "--virtualtime-seed",
+        dest="virtualtime_seed",
+        type=_count(0),
+        default=None,
+        metavar="S",
+        help="run each virtual async test under seed S only (replay a failing seed)",
+    )
+    group.addoption(
+        "--virtualtime-perturb",
+        dest="virtualtime_perturb",
+        choices=("timers", "ready"),
+        default=None,
+        help="what the seeds reorder: same-instant timers (default), or also the task steps "
+        "made ready in one loop round",
+    )
     parser.addini(
         "virtualtime",
         type="bool",
@@ -74,9 +110,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}{_MARKER_HELP[len(MARKER) :]}")
     _default_max_time(config)  # a bad --virtualtime-max-time is a usage error at once
+    _command_line_seeds(config)  # and so is giving both --virtualtime-seeds and -seed
     if _global_switch(config):
         state = _factories(config)
         if state.usable:
@@ -94,11 +144,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, None]:
     # Runs around pytest-asyncio's own pytest_generate_tests, which asks for loop factories:
     # validate the marks first, and offer the factory while a virtual test is collected.
+    # With seeds on the command line, a virtual test is then run under each (last, so that
+    # its id reads test[asyncio-seed=3]).
     definition = metafunc.definition
-    if definition.get_closest_marker(MARKER) is None or not _read_settings(definition).virtual:
+    if definition.get_closest_marker(MARKER) is None:
+        result = yield
+        if _global_switch(metafunc.config) and _command_line_seeds(metafunc.config):
+            parametrize(metafunc, _read_settings(definition))
+        return result
+    settings = _read_settings(definition)
+    if not settings.virtual:
         return (yield)
     with _factories(metafunc.config).registered(metafunc.config):
-        return (yield)
+        result = yield
+    parametrize(metafunc, settings)
+    return result
 
 
 def _check_runnable(item: pytest.Item) -> None:
@@ -196,13 +256,14 @@ def pytest_runtest_protocol(
         except pytest.fail.Exception:  # a bad mark added late: set-up reports it
             settings = _NOT_VIRTUAL
         if settings.virtual:
-            plan = _AnyioPlan(item.nodeid, settings.options)
+            plan = _AnyioPlan(item.nodeid, seed_options(item, settings.options))
             if not item.config.stash.get(_ANYIO_PATCHED_KEY, False):
                 # Failure leaves the flag unset; pytest_runtest_setup then fails the test.
                 item.config.stash[_ANYIO_PATCHED_KEY] = _AnyioPatch.acquire()
     token = _ANYIO_PLAN.set(plan)
     try:
-        return (yield)
+        with seeded_test(item):
+            return (yield)
     finally:
         _ANYIO_PLAN.reset(token)
 
@@ -216,7 +277,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     runner = _is_pytest_asyncio_test(item) or (_is_anyio_test(item) and _is_async_test(item))
     if not settings.virtual or not runner:
         return (yield)
-    watch = _WATCHES[item.nodeid] = _Watch(item.nodeid, settings.max_time)
+    seed = plan_of(item)
+    watch = _WATCHES[item.nodeid] = _Watch(
+        item.nodeid, settings.max_time, None if seed is None else seed.seed
+    )
     undo = _watch_pytest_asyncio_test(item, watch) if _is_pytest_asyncio_test(item) else None
     try:
         result = yield
@@ -250,6 +314,7 @@ def pytest_runtest_makereport(
     excinfo = call.excinfo
     if excinfo is None or not report.failed:
         return report
+    report_failure(item, report)
     if not (_settings_or_none(item) or item.stash.get(_PYTEST_TRIO_KEY, None) is not None):
         return report
     if item.config.getoption("tbstyle", "auto") in ("long", "native"):
@@ -259,6 +324,10 @@ def pytest_runtest_makereport(
         return report
     report.longrepr = deadlock_report(error)
     return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    terminal_summary(terminalreporter, config)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:

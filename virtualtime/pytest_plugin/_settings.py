@@ -67,6 +67,8 @@ _SETTINGS_KEY: Final = pytest.StashKey[_Settings]()
 _GLOBAL_KEY: Final = pytest.StashKey[bool]()
 _MAX_TIME_KEY: Final = pytest.StashKey["float | None"]()
 """The session's default virtual horizon (``--virtualtime-max-time`` / ini), read once."""
+_SEEDS_KEY: Final = pytest.StashKey["tuple[int, ...] | None"]()
+"""The seeds the command line asks for (``--virtualtime-seeds`` / ``--virtualtime-seed``)."""
 
 
 def _global_switch(config: pytest.Config) -> bool:
@@ -172,6 +174,31 @@ def _default_max_time(config: pytest.Config) -> float | None:
     return value
 
 
+def _command_line_seeds(config: pytest.Config) -> tuple[int, ...] | None:
+    """The seeds every virtual test runs under: ``--virtualtime-seeds N`` gives 0 to N-1,
+    ``--virtualtime-seed S`` just S; None when neither is given.  Giving both is a usage
+    error (raised the first time this is asked, from ``pytest_configure``)."""
+    try:
+        return config.stash[_SEEDS_KEY]
+    except KeyError:
+        pass
+    count = config.getoption("virtualtime_seeds", None)
+    one = config.getoption("virtualtime_seed", None)
+    if count is not None and one is not None:
+        raise pytest.UsageError(
+            "--virtualtime-seeds N runs each virtual test under seeds 0 to N-1 and "
+            "--virtualtime-seed S under S only (a replay): give one of them"
+        )
+    seeds = tuple(range(count)) if count is not None else (one,) if one is not None else None
+    config.stash[_SEEDS_KEY] = seeds
+    return seeds
+
+
+def _command_line_perturb(config: pytest.Config) -> str:
+    """``--virtualtime-perturb``: what the command line's seeds reorder ("timers")."""
+    return str(config.getoption("virtualtime_perturb", None) or "timers")
+
+
 def _read_settings(node: pytest.Item) -> _Settings:
     """Apply the merge rule to ``node``'s marks (validating them) and the global switch."""
     enabled: bool | None = None
@@ -198,6 +225,16 @@ def _read_settings(node: pytest.Item) -> _Settings:
         enabled = _global_switch(node.config)
     if not enabled:
         return _NOT_VIRTUAL
+    if (
+        options.get("perturb") == "ready"
+        and options.get("seed") is None
+        and _command_line_seeds(node.config) is None
+    ):
+        _fail(
+            node.nodeid,
+            "perturb='ready' needs a seed (the seed decides the order of the ready task "
+            "steps): add seed=<an int >= 0> to the mark, or run with --virtualtime-seeds N",
+        )
     if _MAX_TIME in options:
         max_time = _check_max_time(options.pop(_MAX_TIME))
     else:

@@ -46,9 +46,11 @@ class _Watch:
     is cancelled and the test fails with :meth:`failure`.
     """
 
-    def __init__(self, nodeid: str, max_time: float | None) -> None:
+    def __init__(self, nodeid: str, max_time: float | None, seed: int | None = None) -> None:
         self.nodeid = nodeid
         self.max_time = max_time
+        self.seed = seed
+        """The seed the test runs under (None: none), checked against its loop's."""
         self.clock: Any = None
         self.trio = False
         self.started = 0.0
@@ -140,6 +142,14 @@ class _Watch:
 
         self.clock, self.trio = loop, False
         self.started, self.counted = loop.time(), loop.timers_fired
+        if self.seed is not None and loop.seed != self.seed:
+            raise pytest.fail.Exception(
+                f"{self.nodeid} should run under seed {self.seed}, but its loop was built with "
+                f"seed={loop.seed}: a loop of a wider loop_scope is built once, for the first "
+                "test that runs on it.  Run seeded tests on a loop of their own (the default "
+                "loop_scope='function'), or pin one seed with the mark's seed=",
+                pytrace=False,
+            )
         task = asyncio.current_task()
         with self._keep_outcomes(loop, task):
             try:
