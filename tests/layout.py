@@ -127,7 +127,18 @@ PARTS: tuple[Part, ...] = (
         "cli",
         ("virtualtime.cli", "virtualtime.__main__"),
         "the command line: virtualtime run, trace, experiment",
-        ("shared", "clocks", "options", "engine", "trio", "trace", "api", "sim", "experiment"),
+        (
+            "shared",
+            "clocks",
+            "options",
+            "engine",
+            "trio",
+            "trace",
+            "net",
+            "api",
+            "sim",
+            "experiment",
+        ),
     ),
 )
 

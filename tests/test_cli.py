@@ -1143,4 +1143,4 @@ def test_further_subcommands_plug_into_the_parser(
     assert run(capsys, "hello", "--name", "you") == (7, "hello you\n", "")
     status, _, err = run(capsys, "nope")
     assert status == EXIT_USAGE
-    assert "commands are run, plot, experiment, hello" in err
+    assert "commands are run, plot, experiment, explore, hello" in err

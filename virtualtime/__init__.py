@@ -19,6 +19,9 @@ Where to start:
 * :class:`VirtualTimeError` -- the base of every error raised on purpose; each subclass is
   also the builtin you would catch anyway (``ValueError``, ``TypeError``, ``RuntimeError``).
 * :mod:`virtualtime.sim` -- clock trees, periodic timers, timed events, vehicles.
+* :mod:`virtualtime.net` -- simulated hosts and a network for distributed asyncio code
+  (partitions, crashes, pauses, per-host clocks); :func:`explore` runs a scenario under many
+  seeds and hands back each failure with the one line that replays it.
 * ``virtualtime run script.py`` on the command line (:mod:`virtualtime.cli`); the pytest
   plugin's ``@pytest.mark.virtualtime`` in tests.
 
@@ -61,6 +64,7 @@ from ._shared._errors import UsageError as UsageError
 from ._shared._errors import VirtualTimeError as VirtualTimeError
 from ._shared._time import RESOLUTION as RESOLUTION
 from ._version import __version__ as __version__
+from .net import explore as explore
 
 __all__: tuple[str, ...] = (
     "DeadlockError",
@@ -77,6 +81,7 @@ __all__: tuple[str, ...] = (
     "anyio_run",
     "configure",
     "evolve",
+    "explore",
     "fast_forward",
     "new_event_loop",
     "now",

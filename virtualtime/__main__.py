@@ -1,7 +1,7 @@
 """``python -m virtualtime``: the same command as ``virtualtime`` (see :mod:`virtualtime.cli`).
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
+``trace``, ``net``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations

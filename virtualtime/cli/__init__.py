@@ -14,7 +14,7 @@ the seams it sets and what it counts), :mod:`virtualtime.cli._progress` (the pro
 ``explore`` command: a scenario under many seeds, or one seed replayed).
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
+``trace``, ``net``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from ._args import EXIT_DEADLOCK as EXIT_DEADLOCK

@@ -7,7 +7,7 @@ turn text into values, checking loop options with the options catalogue so that
 with the same message.
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
+``trace``, ``net``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ for ``.json``, a Chrome trace.  ``--shrink`` shrinks the first failure before pr
 it and returns the exit status.
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
+``trace``, ``net``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ matplotlib is status 1, and anything else is a bug with its traceback.  Without 
 picture is written next to the trace, never over it.
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
+``trace``, ``net``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 import argparse as _argparse

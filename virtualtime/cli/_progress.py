@@ -13,7 +13,7 @@ a line the script has not finished yet waits for its newline.  A stream that goe
 (``> results.csv``) is left alone, and the streams are put back when the run ends.
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
+``trace``, ``net``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ without virtualtime's frames, the ``--until`` or deadlock message, the trace wri
 one-line summary of virtual time against real time.
 
 Part of ``cli``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
-``trace``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
+``trace``, ``net``, ``api``, ``sim``, ``experiment`` (see tests/layout.py).
 """
 
 from __future__ import annotations

@@ -25,354 +25,39 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
-import heapq
 import socket
 import ssl as _ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from .._engine._network import NOT_OURS
 from .._shared._errors import InvalidValueError, UsageError
 from .._shared._time import TICKS_PER_SECOND
+from ._calls import (
+    ANY,
+    REAL,
+    bind,
+    create_connection_args,
+    create_server_args,
+    datagram_args,
+    getaddrinfo_args,
+    port_number,
+    start_tls_args,
+    tls_context,
+    unix_connection_args,
+    unix_server_args,
+)
+from ._context import current_host
+from ._endpoints import Connect, Path, Server, SockBuffer
 from ._streams import DatagramTransport, Flow, SimSocket, StreamTransport
 
 if TYPE_CHECKING:
     from ._world import Host, Network
 
-__all__ = ["Connect", "Seam", "Server"]
-
-_ANY: Final = frozenset({None, "", "0.0.0.0", "::"})
-_REAL: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+__all__ = ["Seam"]
 
 _Args = tuple[Any, ...]
 _Kwargs = dict[str, Any]
-
-
-def _bind(signature: Callable[..., Any], args: _Args, kwargs: _Kwargs) -> dict[str, Any]:
-    """The call's arguments by name, as the stock method would take them."""
-    return dict(signature(*args, **kwargs))
-
-
-def _port(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, bytes):
-        value = value.decode()
-    if isinstance(value, str):
-        if value.isdigit():
-            return int(value)
-        return socket.getservbyname(value)
-    if value is None:
-        return 0
-    raise InvalidValueError(f"port must be an int or a service name, got {value!r}")
-
-
-def _create_connection_args(
-    protocol_factory: Any,
-    host: Any = None,
-    port: Any = None,
-    *,
-    ssl: Any = None,
-    family: int = 0,
-    proto: int = 0,
-    flags: int = 0,
-    sock: Any = None,
-    local_addr: Any = None,
-    server_hostname: Any = None,
-    ssl_handshake_timeout: Any = None,
-    ssl_shutdown_timeout: Any = None,
-    happy_eyeballs_delay: Any = None,
-    interleave: Any = None,
-    all_errors: bool = False,
-) -> Any:
-    return locals().items()
-
-
-def _create_server_args(
-    protocol_factory: Any,
-    host: Any = None,
-    port: Any = None,
-    *,
-    family: int = 0,
-    flags: int = 0,
-    sock: Any = None,
-    backlog: int = 100,
-    ssl: Any = None,
-    reuse_address: Any = None,
-    reuse_port: Any = None,
-    keep_alive: Any = None,
-    ssl_handshake_timeout: Any = None,
-    ssl_shutdown_timeout: Any = None,
-    start_serving: bool = True,
-) -> Any:
-    return locals().items()
-
-
-def _unix_connection_args(
-    protocol_factory: Any,
-    path: Any = None,
-    *,
-    ssl: Any = None,
-    sock: Any = None,
-    server_hostname: Any = None,
-    ssl_handshake_timeout: Any = None,
-    ssl_shutdown_timeout: Any = None,
-) -> Any:
-    return locals().items()
-
-
-def _unix_server_args(
-    protocol_factory: Any,
-    path: Any = None,
-    *,
-    sock: Any = None,
-    backlog: int = 100,
-    ssl: Any = None,
-    ssl_handshake_timeout: Any = None,
-    ssl_shutdown_timeout: Any = None,
-    start_serving: bool = True,
-    cleanup_socket: bool = True,
-) -> Any:
-    return locals().items()
-
-
-def _datagram_args(
-    protocol_factory: Any,
-    local_addr: Any = None,
-    remote_addr: Any = None,
-    *,
-    family: int = 0,
-    proto: int = 0,
-    flags: int = 0,
-    reuse_address: Any = None,
-    reuse_port: Any = None,
-    allow_broadcast: Any = None,
-    sock: Any = None,
-) -> Any:
-    return locals().items()
-
-
-def _getaddrinfo_args(
-    host: Any, port: Any, *, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
-) -> Any:
-    return locals().items()
-
-
-def _start_tls_args(
-    transport: Any,
-    protocol: Any,
-    sslcontext: Any,
-    *,
-    server_side: bool = False,
-    server_hostname: Any = None,
-    ssl_handshake_timeout: Any = None,
-    ssl_shutdown_timeout: Any = None,
-) -> Any:
-    return locals().items()
-
-
-def _tls_context(value: Any, server_side: bool) -> _ssl.SSLContext:
-    if value is True:
-        if server_side:
-            raise InvalidValueError("a server needs an ssl.SSLContext, not ssl=True")
-        return _ssl.create_default_context()
-    if isinstance(value, _ssl.SSLContext):
-        return value
-    raise InvalidValueError(f"ssl must be an ssl.SSLContext or True, got {value!r}")
-
-
-class Server(asyncio.AbstractServer):
-    """A server listening on a simulated host (what ``create_server`` returns there)."""
-
-    def __init__(
-        self,
-        world: Network,
-        host: Host,
-        port: int | str,
-        protocol_factory: Callable[[], asyncio.BaseProtocol],
-        context: contextvars.Context,
-        tls: _ssl.SSLContext | None,
-        handshake_timeout: float | None,
-        serving: bool,
-    ) -> None:
-        self.world = world
-        self.host = host
-        self.port = port
-        self.protocol_factory = protocol_factory
-        self.context = context
-        self.tls = tls
-        self.handshake_timeout = handshake_timeout
-        self._serving = serving
-        self._closed = False
-        self._connections: set[StreamTransport] = set()
-        self._closed_event: asyncio.Event | None = None
-        unix = isinstance(port, str)
-        family = socket.AF_UNIX if unix else socket.AF_INET
-        local = port if unix else (host.address, port)
-        self._sockets = (SimSocket(family, socket.SOCK_STREAM, local, None),)
-
-    def __repr__(self) -> str:
-        return f"<Server {self.host.name}:{self.port} {'closed' if self._closed else 'open'}>"
-
-    @property
-    def sockets(self) -> tuple[SimSocket, ...]:
-        return () if self._closed else self._sockets
-
-    def get_loop(self) -> asyncio.AbstractEventLoop:
-        loop = self.world.loop
-        assert loop is not None
-        return loop
-
-    def is_serving(self) -> bool:
-        return self._serving and not self._closed
-
-    async def start_serving(self) -> None:
-        if self._closed:
-            raise UsageError(f"{self!r} is closed")
-        self._serving = True
-
-    async def serve_forever(self) -> None:
-        if self._closed:
-            raise UsageError(f"{self!r} is closed")
-        self._serving = True
-        try:
-            await self._event().wait()
-        except asyncio.CancelledError:
-            self.close()
-            raise
-
-    def _event(self) -> asyncio.Event:
-        if self._closed_event is None:
-            self._closed_event = asyncio.Event()
-            if self._closed:
-                self._closed_event.set()
-        return self._closed_event
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._serving = False
-        registry: dict[Any, Server] = (
-            self.host.unix_servers if isinstance(self.port, str) else self.host.servers
-        )
-        if registry.get(self.port) is self:
-            del registry[self.port]
-        if self._closed_event is not None:
-            self._closed_event.set()
-
-    def close_clients(self) -> None:
-        for transport in list(self._connections):
-            transport.close()
-
-    def abort_clients(self) -> None:
-        for transport in list(self._connections):
-            transport.abort()
-
-    async def wait_closed(self) -> None:
-        """Wait until the server is closed (its open connections are the protocols' own)."""
-        if not self._closed:
-            await self._event().wait()
-
-    async def __aenter__(self) -> Server:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
-        await self.wait_closed()
-
-
-class Connect:
-    """A connect on its way: the SYN, its answer, its timeout (:meth:`Seam.begin_connect`).
-
-    ``finish`` is called exactly once: with the connected client end, or with the error
-    (``ConnectionRefusedError``, ``TimeoutError``); :meth:`cancel` withdraws the attempt.
-    """
-
-    __slots__ = ("client", "dst", "finish", "finished", "port", "src", "timer", "unix", "world")
-
-    def __init__(
-        self,
-        world: Seam,
-        src: Host,
-        dst: Host,
-        port: int | str,
-        client: StreamTransport,
-        finish: Callable[[StreamTransport | BaseException], object],
-    ) -> None:
-        self.world = world
-        self.src = src
-        self.dst = dst
-        self.port = port
-        self.client = client
-        self.finish = finish
-        self.finished = False
-        self.timer: Any = None
-        self.unix = isinstance(port, str)
-
-    def end(self, result: StreamTransport | BaseException) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        if self.timer is not None:
-            self.timer.cancel()
-        self.finish(result)
-
-    def cancel(self) -> None:
-        """Withdraw the attempt: a connection made meanwhile is aborted."""
-        if self.timer is not None:
-            self.timer.cancel()
-        held = self.world._held_connects
-        if self in held:
-            held.remove(self)
-        client = self.client
-        if self.finished and client.out is not None:
-            client.abort()
-        elif not client._lost:
-            client._closing = client._lost = True
-            self.src.transports.discard(client)
-        self.finished = True
-
-
-class _Path:
-    """The datagrams on their way from one host to another, delivered in arrival order.
-
-    Datagrams that arrive at one instant arrive in the order they were sent: only jitter
-    reorders them, never the order in which a seed runs same-instant timers.
-    """
-
-    __slots__ = ("dst", "heap", "sent", "timer", "when", "world")
-
-    def __init__(self, world: Network, dst: Host) -> None:
-        self.world = world
-        self.dst = dst
-        self.heap: list[tuple[int, int, int, bytes, tuple[str, int]]] = []
-        self.sent = 0
-        self.timer: Any = None
-        self.when = 0
-
-    def add(self, arrival: int, port: int, data: bytes, source: tuple[str, int]) -> None:
-        self.sent += 1
-        heapq.heappush(self.heap, (arrival, self.sent, port, data, source))
-        if self.timer is not None and self.when <= arrival:
-            return
-        if self.timer is not None:
-            self.timer.cancel()
-        self.when = arrival
-        self.timer = self.world.at(arrival, self._deliver, self.dst.context)
-
-    def _deliver(self) -> None:
-        self.timer = None
-        now = self.world.ticks()
-        heap, dst = self.heap, self.dst
-        while heap and heap[0][0] <= now:
-            _arrival, _n, port, data, source = heapq.heappop(heap)
-            endpoint = dst.datagrams.get(port)
-            if endpoint is not None and dst.up:
-                endpoint.context.run(endpoint.received, data, source)
-        if heap:
-            self.when = heap[0][0]
-            self.timer = self.world.at(self.when, self._deliver, dst.context)
 
 
 class Seam:
@@ -383,13 +68,11 @@ class Seam:
 
     def __init__(self) -> None:
         self._socks: dict[int, tuple[Any, StreamTransport]] = {}
-        self._paths: dict[tuple[Host, Host], _Path] = {}
+        self._paths: dict[tuple[Host, Host], Path] = {}
 
     # ---------------------------------------------------------------- helpers
 
     def _caller(self) -> Host | None:
-        from ._world import current_host
-
         host = current_host()
         return host if host is not None and host.world is self else None
 
@@ -401,10 +84,7 @@ class Seam:
                 raise OSError(errno.ENETDOWN, f"host {host.name!r} is down")
             return host
         world: Network = self  # type: ignore[assignment]
-        try:
-            return world["main"]
-        except KeyError:
-            return world.host("main")
+        return world.resolve("main") or world.host("main")
 
     def owns_socket(self, sock: object) -> bool:
         return id(sock) in self._socks and self._socks[id(sock)][0] is sock
@@ -577,7 +257,7 @@ class Seam:
             return client, protocol
         from ._tls import wrap
 
-        context = _tls_context(tls, server_side=False)
+        context = tls_context(tls, server_side=False)
         if server_hostname is None:
             server_hostname = host_name
         try:
@@ -598,7 +278,7 @@ class Seam:
     # ------------------------------------------------------- the seam methods
 
     async def getaddrinfo(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        call = _bind(_getaddrinfo_args, args, kwargs)
+        call = bind(getaddrinfo_args, args, kwargs)
         world: Network = self  # type: ignore[assignment]
         host = world.resolve(call["host"])
         if host is None:
@@ -608,7 +288,7 @@ class Seam:
             raise socket.gaierror(
                 socket.EAI_ADDRFAMILY, "Address family for hostname not supported"
             )
-        port = _port(call["port"])
+        port = port_number(call["port"])
         kinds = [kind] if kind else [socket.SOCK_STREAM, socket.SOCK_DGRAM]
         result = []
         for each in kinds:
@@ -627,7 +307,7 @@ class Seam:
         return host.name, str(sockaddr[1])
 
     async def create_connection(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        call = _bind(_create_connection_args, args, kwargs)
+        call = bind(create_connection_args, args, kwargs)
         world: Network = self  # type: ignore[assignment]
         sock = call["sock"]
         if sock is not None:
@@ -637,7 +317,7 @@ class Seam:
             sock.close()
             pending = client._protocol
             client._protocol = None
-            if isinstance(pending, _SockBuffer) and pending.buffer:
+            if isinstance(pending, SockBuffer) and pending.buffer:
                 client.inbox.appendleft(bytes(pending.buffer))
             return await self._finish(
                 client,
@@ -651,7 +331,7 @@ class Seam:
         if dst is None:
             return NOT_OURS
         src = self._source()
-        port = _port(call["port"])
+        port = port_number(call["port"])
         client = await self._connect(src, dst, port, contextvars.copy_context())
         return await self._finish(
             client,
@@ -663,32 +343,32 @@ class Seam:
         )
 
     async def create_server(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        call = _bind(_create_server_args, args, kwargs)
+        call = bind(create_server_args, args, kwargs)
         world: Network = self  # type: ignore[assignment]
         host = self._caller()
-        bind = call["host"]
+        address = call["host"]
         if call["sock"] is not None:
             return NOT_OURS
         if host is None:
-            target = world.resolve(bind) if isinstance(bind, str) else None
+            target = world.resolve(address) if isinstance(address, str) else None
             if target is None:
                 return NOT_OURS
             host = target
-        elif isinstance(bind, str) and bind not in _ANY:
-            if bind in _REAL or world.resolve(bind) is None:
+        elif isinstance(address, str) and address not in ANY:
+            if address in REAL or world.resolve(address) is None:
                 return NOT_OURS
-            if world.resolve(bind) is not host:
+            if world.resolve(address) is not host:
                 raise OSError(
-                    errno.EADDRNOTAVAIL, f"cannot bind {bind!r}: not host {host.name!r}'s"
+                    errno.EADDRNOTAVAIL, f"cannot address {address!r}: not host {host.name!r}'s"
                 )
-        elif isinstance(bind, list | tuple) and any(item in _REAL for item in bind):
+        elif isinstance(address, list | tuple) and any(item in REAL for item in address):
             return NOT_OURS
         if not host.up:
             raise OSError(errno.ENETDOWN, f"host {host.name!r} is down")
-        port = _port(call["port"]) or host.port()
+        port = port_number(call["port"]) or host.port()
         if port in host.servers:
             raise OSError(errno.EADDRINUSE, f"address already in use: {host.name}:{port}")
-        tls = None if call["ssl"] is None else _tls_context(call["ssl"], server_side=True)
+        tls = None if call["ssl"] is None else tls_context(call["ssl"], server_side=True)
         server = Server(
             world,
             host,
@@ -703,7 +383,7 @@ class Seam:
         return server
 
     async def create_unix_server(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        call = _bind(_unix_server_args, args, kwargs)
+        call = bind(unix_server_args, args, kwargs)
         host = self._caller()
         if host is None or call["sock"] is not None:
             return NOT_OURS
@@ -713,7 +393,7 @@ class Seam:
         path = path.decode() if isinstance(path, bytes) else path
         if path in host.unix_servers:
             raise OSError(errno.EADDRINUSE, f"address already in use: {path}")
-        tls = None if call["ssl"] is None else _tls_context(call["ssl"], server_side=True)
+        tls = None if call["ssl"] is None else tls_context(call["ssl"], server_side=True)
         world: Network = self  # type: ignore[assignment]
         server = Server(
             world,
@@ -729,7 +409,7 @@ class Seam:
         return server
 
     async def create_unix_connection(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        call = _bind(_unix_connection_args, args, kwargs)
+        call = bind(unix_connection_args, args, kwargs)
         host = self._caller()
         path = call["path"]
         if isinstance(path, bytes):
@@ -747,7 +427,7 @@ class Seam:
         )
 
     async def create_datagram_endpoint(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        call = _bind(_datagram_args, args, kwargs)
+        call = bind(datagram_args, args, kwargs)
         world: Network = self  # type: ignore[assignment]
         if call["sock"] is not None:
             return NOT_OURS
@@ -758,8 +438,8 @@ class Seam:
             if remote_host is None:
                 return NOT_OURS
         host = self._caller()
-        if local is not None and local[0] not in _ANY:
-            if local[0] in _REAL:
+        if local is not None and local[0] not in ANY:
+            if local[0] in REAL:
                 return NOT_OURS
             bound = world.resolve(local[0])
             if bound is None:
@@ -771,12 +451,12 @@ class Seam:
             if remote_host is None:
                 return NOT_OURS
             host = self._source()
-        port = _port(local[1]) if local is not None else 0
+        port = port_number(local[1]) if local is not None else 0
         port = port or host.port()
         if port in host.datagrams:
             raise OSError(errno.EADDRINUSE, f"address already in use: {host.name}:{port}")
         protocol = call["protocol_factory"]()
-        peer = None if remote_host is None else (remote_host.address, _port(remote[1]))
+        peer = None if remote_host is None else (remote_host.address, port_number(remote[1]))
         endpoint = DatagramTransport(world, host, port, protocol, contextvars.copy_context(), peer)
         host.datagrams[port] = endpoint
         endpoint.context.run(protocol.connection_made, endpoint)
@@ -798,12 +478,12 @@ class Seam:
         source = (src.address, endpoint.port)
         path = self._paths.get((src, dst))
         if path is None:
-            path = self._paths[src, dst] = _Path(world, dst)
+            path = self._paths[src, dst] = Path(world, dst)
         for _ in range(copies):
             path.add(world.ticks() + link.delay_ticks(world), addr[1], data, source)
 
     async def start_tls(self, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
-        call = _bind(_start_tls_args, args, kwargs)
+        call = bind(start_tls_args, args, kwargs)
         transport = call["transport"]
         if not isinstance(transport, StreamTransport) or transport.world is not self:
             return NOT_OURS
@@ -813,7 +493,7 @@ class Seam:
             loop,
             transport,
             call["protocol"],
-            _tls_context(call["sslcontext"], bool(call["server_side"])),
+            tls_context(call["sslcontext"], bool(call["server_side"])),
             server_side=bool(call["server_side"]),
             server_hostname=call["server_hostname"],
             handshake_timeout=call["ssl_handshake_timeout"],
@@ -831,8 +511,8 @@ class Seam:
         if dst is None:
             return NOT_OURS
         src = self._source()
-        client = await self._connect(src, dst, _port(address[1]), contextvars.copy_context())
-        buffer = _SockBuffer()
+        client = await self._connect(src, dst, port_number(address[1]), contextvars.copy_context())
+        buffer = SockBuffer()
         client._protocol = buffer
         buffer.connection_made(client)
         self._socks[id(sock)] = (sock, client)
@@ -842,7 +522,7 @@ class Seam:
         sock = args[0]
         _sock, client = self._socks[id(sock)]
         buffer = client._protocol
-        assert isinstance(buffer, _SockBuffer)
+        assert isinstance(buffer, SockBuffer)
         if name == "sock_sendall":
             client.write(args[1])
             return None
@@ -853,37 +533,3 @@ class Seam:
             memoryview(args[1])[: len(data)] = data
             return len(data)
         raise UsageError(f"loop.{name}() is not supported on a simulated stream socket")
-
-
-class _SockBuffer(asyncio.Protocol):
-    """The protocol of a socket connected with ``sock_connect``, until a transport takes it."""
-
-    def __init__(self) -> None:
-        self.buffer = bytearray()
-        self.eof = False
-        self.waiter: asyncio.Future[None] | None = None
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        self._wake()
-
-    def eof_received(self) -> bool:
-        self.eof = True
-        self._wake()
-        return True
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self.eof = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
-
-    async def read(self, n: int) -> bytes:
-        while not self.buffer and not self.eof:
-            self.waiter = asyncio.get_running_loop().create_future()
-            await self.waiter
-        data = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        return data

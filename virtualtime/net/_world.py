@@ -25,133 +25,49 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import errno
 import ipaddress
 import math
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .._engine._loop import VirtualEventLoop
 from .._engine._network import context_of, requeue
 from .._engine._seeding import Chooser
 from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
 from .._shared._time import TICKS_PER_SECOND, shown
+from ._context import HOST as _HOST
+from ._context import current_host
+from ._links import (
+    LOOPBACK,
+    UNSET,
+    Driver,
+    HostClock,
+    Link,
+    LoopDriver,
+    Unattached,
+    Unset,
+    bandwidth_setting,
+    check_finite,
+    check_probability,
+    check_rate,
+    check_seconds,
+    is_address,
+)
 from ._seam import Seam
 from ._streams import DatagramTransport, StreamTransport
 
 if TYPE_CHECKING:
-    from ._seam import Server
+    from ._endpoints import Server
 
 __all__ = ["Host", "Link", "Network", "current_host"]
 
+_ABSENT: Final = object()
+
 _T = TypeVar("_T")
 
-_HOST: Final[contextvars.ContextVar[Host | None]] = contextvars.ContextVar(
-    "virtualtime.net.host", default=None
-)
 
 _FIRST_PORT: Final = 49152  # the IANA ephemeral range, where port 0 picks from
-
-
-def current_host() -> Host | None:
-    """The simulated host the calling code lives on, or None (it lives on no host)."""
-    return _HOST.get()
-
-
-def _seconds(name: str, value: object, *, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"{name} must be a number of seconds, got {shown(value)}")
-    if not (math.isfinite(value) and value >= 0):
-        raise InvalidValueError(f"{name} must be finite and >= 0, got {shown(value)}")
-    return float(value)
-
-
-def _probability(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"{name} must be a probability (a number), got {shown(value)}")
-    if not 0.0 <= value <= 1.0:
-        raise InvalidValueError(f"{name} must be a probability in [0, 1], got {shown(value)}")
-    return float(value)
-
-
-def _bandwidth(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"bandwidth must be bytes per second or None, got {shown(value)}")
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidValueError(f"bandwidth must be finite and > 0 (bytes/s), got {shown(value)}")
-    return float(value)
-
-
-class Link:
-    """How bytes travel between two hosts, in each direction: what :meth:`Network.link` sets.
-
-    ``latency`` (seconds, one way), ``jitter`` (up to this much more, drawn per segment or
-    datagram from the seed; a stream is never reordered by it), ``loss`` and ``duplicate``
-    (probabilities per datagram), ``bandwidth`` (bytes per second, or None: no limit).
-    """
-
-    __slots__ = ("bandwidth", "duplicate", "jitter", "latency", "loss", "ticks")
-
-    def __init__(
-        self,
-        latency: float,
-        jitter: float = 0.0,
-        loss: float = 0.0,
-        duplicate: float = 0.0,
-        bandwidth: float | None = None,
-    ) -> None:
-        self.latency = latency
-        self.jitter = jitter
-        self.loss = loss
-        self.duplicate = duplicate
-        self.bandwidth = bandwidth
-        self.ticks = round(latency * TICKS_PER_SECOND)
-
-    def delay_ticks(self, world: Network) -> int:
-        """One way's delay now, in ticks: the latency, plus a jitter drawn from the seed."""
-        if self.jitter:
-            return self.ticks + round(world.chooser.uniform(0.0, self.jitter) * TICKS_PER_SECOND)
-        return self.ticks
-
-    def __repr__(self) -> str:
-        return (
-            f"Link(latency={self.latency!r}, jitter={self.jitter!r}, loss={self.loss!r}, "
-            f"duplicate={self.duplicate!r}, bandwidth={self.bandwidth!r})"
-        )
-
-
-class HostClock:
-    """A host's clock: ``offset`` ahead of the loop's at the anchor, running at ``rate``."""
-
-    __slots__ = ("anchor", "local", "rate")
-
-    def __init__(self, offset: float, rate: float) -> None:
-        self.anchor = 0  # loop ticks at the anchor
-        self.local = round(offset * TICKS_PER_SECOND)  # host ticks at the anchor
-        self.rate = rate
-
-    @property
-    def identity(self) -> bool:
-        return self.local == self.anchor and self.rate == 1.0
-
-    def ticks(self, ticks: int) -> int:
-        """The host's tick count when the loop's is ``ticks``."""
-        if self.rate == 1.0:
-            return self.local + (ticks - self.anchor)
-        return self.local + round((ticks - self.anchor) * self.rate)
-
-    def seconds(self, ticks: int) -> float:
-        return self.ticks(ticks) / TICKS_PER_SECOND
-
-    def loop_seconds(self, local_seconds: float) -> float:
-        """The loop's time at which this clock reads ``local_seconds``."""
-        anchor = self.anchor / TICKS_PER_SECOND
-        return anchor + (local_seconds - self.local / TICKS_PER_SECOND) / self.rate
 
 
 class Host:
@@ -278,7 +194,7 @@ class Host:
         and bytes that reach it wait unread -- and all of it runs, in order, when the pause
         ends.  Its clock keeps going.  A pause during a pause extends it.
         """
-        seconds = _seconds("duration", duration)
+        seconds = check_seconds("duration", duration)
         assert seconds is not None
         world = self.world
         world.attach()
@@ -302,8 +218,8 @@ class Host:
         ``rate``: from now it runs at ``rate`` seconds per second of the loop's time (a
         drift).  Either left out keeps its current value: the clock does not jump.
         """
-        new_offset = None if offset is None else _finite("offset", offset)
-        new_rate = None if rate is None else _rate(rate)
+        new_offset = None if offset is None else check_finite("offset", offset)
+        new_rate = None if rate is None else check_rate(rate)
         world = self.world
         ticks = world.ticks()
         clock = self.clock
@@ -318,22 +234,6 @@ class Host:
     def time(self) -> float:
         """This host's clock now, in seconds (what ``loop.time()`` reads on the host)."""
         return self.clock.seconds(self.world.ticks())
-
-
-def _finite(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"{name} must be a number of seconds, got {shown(value)}")
-    if not math.isfinite(value):
-        raise InvalidValueError(f"{name} must be finite, got {shown(value)}")
-    return float(value)
-
-
-def _rate(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"clock_rate must be a number, got {shown(value)}")
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidValueError(f"clock_rate must be finite and > 0, got {shown(value)}")
-    return float(value)
 
 
 class Network(Seam):
@@ -376,19 +276,19 @@ class Network(Seam):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise InvalidValueError(f"seed must be a non-negative int or None, got {shown(seed)}")
         default = Link(
-            _seconds("latency", latency) or 0.0,
-            _seconds("jitter", jitter) or 0.0,
-            _probability("loss", loss),
-            _probability("duplicate", duplicate),
-            _bandwidth(bandwidth),
+            check_seconds("latency", latency) or 0.0,
+            check_seconds("jitter", jitter) or 0.0,
+            check_probability("loss", loss),
+            check_probability("duplicate", duplicate),
+            bandwidth_setting(bandwidth),
         )
-        timeout = _seconds("connect_timeout", connect_timeout)
+        timeout = check_seconds("connect_timeout", connect_timeout)
         super().__init__()
         self._seed = seed
         self.default_link = default
         self.connect_timeout = timeout or 0.0
         self.loop: VirtualEventLoop | None = None
-        self.driver: Driver = _Unattached()
+        self.driver: Driver = Unattached()
         self.chooser: Chooser = Chooser(0 if seed is None else seed)
         self.context = contextvars.Context()  # the world's own callbacks: on no host
         self._hosts: dict[str, Host] = {}
@@ -427,15 +327,15 @@ class Network(Seam):
         if not isinstance(name, str):
             raise InvalidTypeError(f"a host's name must be a str, got {shown(name)}")
         key = name.lower()
-        if not key or any(c.isspace() for c in key) or _is_address(key) or key == "localhost":
+        if not key or any(c.isspace() for c in key) or is_address(key) or key == "localhost":
             raise InvalidValueError(
                 f"a host's name must be a non-empty DNS-like name (not an address, not "
                 f"'localhost'), got {name!r}"
             )
         if key in self._hosts:
             raise UsageError(f"the world already has a host called {name!r}")
-        offset = _finite("clock_offset", clock_offset)
-        rate = _rate(clock_rate)
+        offset = check_finite("clock_offset", clock_offset)
+        rate = check_rate(clock_rate)
         number = len(self._hosts) + 1
         address = str(ipaddress.IPv4Address(0x0A000000 + number))
         host = Host(self, name, address, offset, rate)
@@ -449,12 +349,6 @@ class Network(Seam):
     def hosts(self) -> tuple[Host, ...]:
         """The hosts, in the order they were added."""
         return tuple(self._hosts.values())
-
-    def __getitem__(self, name: str) -> Host:
-        host = self._hosts.get(str(name).lower())
-        if host is None:
-            raise KeyError(name)
-        return host
 
     def __iter__(self) -> Iterator[Host]:
         return iter(self._hosts.values())
@@ -494,7 +388,7 @@ class Network(Seam):
         jitter: float | None = None,
         loss: float | None = None,
         duplicate: float | None = None,
-        bandwidth: float | type[_Keep] | None = None,
+        bandwidth: float | Unset | None = UNSET,
     ) -> Link:
         """Set how bytes travel between ``a`` and ``b`` (both ways); unset values keep theirs.
 
@@ -505,11 +399,11 @@ class Network(Seam):
         first, second = self._host_arg(a, "link"), self._host_arg(b, "link")
         current = self.link_of(first, second)
         new = Link(
-            current.latency if latency is None else _seconds("latency", latency) or 0.0,
-            current.jitter if jitter is None else _seconds("jitter", jitter) or 0.0,
-            current.loss if loss is None else _probability("loss", loss),
-            current.duplicate if duplicate is None else _probability("duplicate", duplicate),
-            current.bandwidth if bandwidth is None else _bandwidth(bandwidth),
+            current.latency if latency is None else check_seconds("latency", latency) or 0.0,
+            current.jitter if jitter is None else check_seconds("jitter", jitter) or 0.0,
+            current.loss if loss is None else check_probability("loss", loss),
+            current.duplicate if duplicate is None else check_probability("duplicate", duplicate),
+            current.bandwidth if isinstance(bandwidth, Unset) else bandwidth_setting(bandwidth),
         )
         self._links[frozenset((first, second))] = new
         self.version += 1
@@ -518,7 +412,7 @@ class Network(Seam):
     def link_of(self, a: Host, b: Host) -> Link:
         """The link between two hosts (the world's default unless :meth:`link` set one)."""
         if a is b:
-            return _LOOPBACK
+            return LOOPBACK
         return self._links.get(frozenset((a, b)), self.default_link)
 
     def partition(
@@ -613,7 +507,7 @@ class Network(Seam):
             loop.set_task_factory(self._previous_factory)
         loop._vt_net = None
         self.loop = None
-        self.driver = _Unattached()
+        self.driver = Unattached()
 
     async def __aenter__(self) -> Network:
         self.attach()
@@ -722,7 +616,7 @@ class Network(Seam):
         self._viewing = True
         own = loop.__dict__
         for name in ("time", "call_at", "call_later"):
-            self._saved[name] = own.get(name, _MISSING)
+            self._saved[name] = own.get(name, _ABSENT)
         base_time: Callable[[], float] = type(loop).time.__get__(loop)
         base_at = own.get("call_at") or type(loop).call_at.__get__(loop)
         base_later = own.get("call_later") or type(loop).call_later.__get__(loop)
@@ -780,7 +674,7 @@ class Network(Seam):
         assert loop is not None
         for name in ("time", "call_at", "call_later"):
             saved = self._saved.pop(name)
-            if saved is _MISSING:
+            if saved is _ABSENT:
                 loop.__dict__.pop(name, None)
             else:
                 loop.__dict__[name] = saved
@@ -789,80 +683,3 @@ class Network(Seam):
         if patch is not None and saved_patch is not None:
             patch.seconds, patch._source, patch.view = saved_patch
         self._viewing = False
-
-
-class Driver(Protocol):
-    """Where a world's timers and callbacks run: the loop it is attached to."""
-
-    def ticks(self) -> int: ...
-    def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any: ...
-    def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None: ...
-    def report(self, context: dict[str, Any]) -> None: ...
-
-
-class LoopDriver:
-    """A world's timers and callbacks on a virtual asyncio loop (its own timer heap)."""
-
-    __slots__ = ("loop",)
-
-    def __init__(self, loop: VirtualEventLoop) -> None:
-        self.loop = loop
-
-    def ticks(self) -> int:
-        return self.loop._vt_ticks
-
-    def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
-        loop = self.loop
-        return loop._vt_schedule(max(ticks, loop._vt_ticks), 0, callback, args, context)
-
-    def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
-        loop = self.loop
-        type(loop).call_soon(loop, callback, *args, context=context)
-
-    def report(self, context: dict[str, Any]) -> None:
-        self.loop.call_exception_handler(context)
-
-
-class _Unattached:
-    """The driver of a world not yet attached to a loop: time 0, nothing can be scheduled."""
-
-    def ticks(self) -> int:
-        return 0
-
-    def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
-        raise UsageError("the world is not attached to a running loop yet")
-
-    def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
-        raise UsageError("the world is not attached to a running loop yet")
-
-    def report(self, context: dict[str, Any]) -> None:
-        raise UsageError("the world is not attached to a running loop yet")
-
-
-class _Keep:
-    """Marker: leave a link setting as it is."""
-
-
-_MISSING: Final = object()
-
-_LOOPBACK: Final = Link(0.0)
-
-
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def errno_error(code: int, text: str) -> OSError:
-    """An ``OSError`` as the kernel would raise it (``ConnectionRefusedError`` and so on)."""
-    return OSError(code, text) if code not in _SPECIFIC else _SPECIFIC[code](code, text)
-
-
-_SPECIFIC: Final[dict[int, type[OSError]]] = {
-    errno.ECONNREFUSED: ConnectionRefusedError,
-    errno.ECONNRESET: ConnectionResetError,
-    errno.ETIMEDOUT: TimeoutError,
-}
