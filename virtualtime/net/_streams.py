@@ -31,6 +31,7 @@ import asyncio
 import collections
 import contextvars
 import errno
+import os
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -53,12 +54,34 @@ _FIN: Final = 1
 _RST: Final = 2
 
 
+_LENT: list[int] = []  # [never readable, always readable, the first's writer], made once
+
+
+def _lent_descriptors() -> list[int]:
+    """Two pipe ends that simulated connections lend as their descriptor, for ``poll``.
+
+    The first is never readable (its pipe's write end stays open and is never written), the
+    second always is (its write end is closed: it reads as end of file).  Made once per
+    process; a child started with ``subprocess`` does not inherit them (PEP 446).
+    """
+    if not _LENT:
+        quiet, silent = os.pipe()
+        ready, writer = os.pipe()
+        os.close(writer)
+        _LENT.extend((quiet, ready, silent))
+    return _LENT
+
+
 class SimSocket:
     """What ``transport.get_extra_info("socket")`` gives for a simulated connection.
 
     Libraries ask the socket of a transport for its addresses and set options on it (aiohttp
     and redis-py set ``TCP_NODELAY``, anyio reads ``family`` and the addresses).  This one
-    answers with the simulated addresses, remembers options, and owns no descriptor.
+    answers with the simulated addresses and remembers options.  Some also ``poll`` its
+    descriptor before they reuse an idle connection (httpcore, hence httpx, as urllib3 does):
+    readable means the server has closed it or sent something unasked, and the connection is
+    dropped.  So a connection's socket lends a descriptor that polls as its state does
+    (:meth:`fileno`), and reads -1 once closed, as a real socket does.
     """
 
     def __init__(self, family: int, kind: int, local: Any, remote: Any) -> None:
@@ -68,10 +91,23 @@ class SimSocket:
         self._local = local
         self._remote = remote
         self._options: dict[tuple[int, int], Any] = {}
+        self._end: StreamTransport | None = None  # the connection end it is the socket of
+        self._closed = False
 
     def fileno(self) -> int:
-        """-1: a simulated socket has no descriptor."""
-        return -1
+        """A descriptor that ``poll``/``select`` see as this connection's readiness, or -1.
+
+        For a connection end: a shared pipe end that is never readable while the end is open
+        with nothing unread, and one that always is once the peer has finished sending or
+        bytes wait unread (reading paused).  -1 for a listening or datagram socket (no
+        descriptor of its own) and after :meth:`close`.  The descriptor is only lent: do not
+        read, register or close it.
+        """
+        end = self._end
+        if self._closed or end is None:
+            return -1
+        quiet, ready, _silent = _lent_descriptors()
+        return ready if end.inbox or end._eof_in or end._peer_done else quiet
 
     def getsockname(self) -> Any:
         """The local simulated address."""
@@ -99,7 +135,8 @@ class SimSocket:
         return 0.0
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Closed: :meth:`fileno` is -1 from now on (the addresses stay readable)."""
+        self._closed = True
 
     def __repr__(self) -> str:
         return f"<SimSocket {self._local!r} -> {self._remote!r}>"
@@ -284,11 +321,13 @@ class StreamTransport(asyncio.Transport):
         self.context = context
         self._protocol = protocol
         self._sock = sock
+        sock._end = self
         self._unix = unix
         self.out: Flow | None = None  # to the peer
         self.incoming: Flow | None = None  # from the peer
         self.inbox: collections.deque[bytes] = collections.deque()
         self._eof_in = False  # a FIN is waiting behind the inbox
+        self._peer_done = False  # the peer's FIN has arrived (delivered or not)
         self._eof_out = False  # we wrote EOF (or closed)
         self._closing = False
         self._lost = False
@@ -431,7 +470,7 @@ class StreamTransport(asyncio.Transport):
             self.reset()
             return
         if kind == _FIN:
-            self._eof_in = True
+            self._eof_in = self._peer_done = True
         else:
             self.inbox.append(data)
         self._feed()
@@ -493,12 +532,14 @@ class StreamTransport(asyncio.Transport):
         self.host.transports.discard(self)
         self.world.forget_socket(self)
         self._call("connection_lost", exc)
+        self._sock.close()
 
     def vanish(self) -> None:
         """This end's host crashed: the end is gone without a word to its protocol."""
         self._closing = self._lost = True
         self.host.transports.discard(self)
         self.world.forget_socket(self)
+        self._sock.close()
         if self.out is not None:
             self.out.drop()
             peer = self.out.dst
