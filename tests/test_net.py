@@ -121,6 +121,7 @@ def test_refused_after_one_round_trip() -> None:
             with pytest.raises(ConnectionRefusedError) as caught:
                 await asyncio.open_connection("db", 1)
             return round(now() - t0, 9), type(caught.value).__name__
+        raise AssertionError("the host block ended early")
 
     assert run(main) == (0.01, "ConnectionRefusedError")
 
@@ -251,6 +252,7 @@ def test_bandwidth_limits_a_transfer() -> None:
             await done.wait()
             writer.close()
             return round(now() - t0, 9)
+        raise AssertionError("the host block ended early")
 
     # One second on the wire, then the last byte's latency.
     assert run(main) == 1.01
@@ -332,6 +334,7 @@ def test_a_connect_across_a_partition_completes_after_the_heal() -> None:
             _reader, writer = await asyncio.open_connection("db", 80)
             writer.close()
             return round(now(), 9)
+        raise AssertionError("the host block ended early")
 
     assert run(main) == 3.01
 
@@ -605,6 +608,7 @@ def test_sock_connect_and_the_sock_methods() -> None:
                 buf = bytearray(20)
                 n = await loop.sock_recv_into(sock, buf)
                 return first, bytes(buf[:n]), round(now(), 9)
+        raise AssertionError("the host block ended early")
 
     assert run(main) == (b"raw", b" bytes", 0.02)
 
@@ -710,3 +714,34 @@ def test_async_with_detaches_the_world() -> None:
         return inside, loop._vt_net is None
 
     assert run(main) == (True, True)
+
+
+def test_a_crash_ends_a_host_block_of_another_task_quietly() -> None:
+    async def main() -> list[Any]:
+        world = net.Network()
+        db = world.host("db")
+        log: list[Any] = []
+        asyncio.get_running_loop().call_at(1.0, db.crash)
+        async with db:
+            try:
+                await asyncio.sleep(100)
+            finally:
+                log.append(("cleanup at", now()))
+        log.append(("after the block at", now(), net.current_host()))
+        # Cancellation asked for by someone else is never swallowed by the block.
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().call_at(2.0, task.cancel)
+        db.restart()
+        with pytest.raises(asyncio.CancelledError):
+            async with db:
+                await asyncio.sleep(100)
+        task.uncancel()
+        log.append(("outside cancel kept at", now()))
+        return log
+
+    assert run(main) == [
+        ("cleanup at", 1.0),
+        ("after the block at", 1.0, None),
+        ("outside cancel kept at", 2.0),
+    ]

@@ -41,7 +41,7 @@ from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
 if TYPE_CHECKING:
     from ._world import Host, Network
 
-__all__ = ["WINDOW", "DatagramTransport", "Flow", "SimSocket", "StreamTransport"]
+__all__ = ["WINDOW", "DatagramTransport", "Flow", "SimSocket", "StreamTransport", "lent_descriptor"]
 
 WINDOW: Final = 256 * 1024
 """Bytes a flow keeps on the wire or unread at the receiver before writes wait (a TCP window)."""
@@ -70,6 +70,12 @@ def _lent_descriptors() -> list[int]:
         os.close(writer)
         _LENT.extend((quiet, ready, silent))
     return _LENT
+
+
+def lent_descriptor(readable: bool) -> int:
+    """The shared descriptor a simulated socket lends: one ``poll`` sees as readable, or not."""
+    quiet, ready, _silent = _lent_descriptors()
+    return ready if readable else quiet
 
 
 class SimSocket:
@@ -106,8 +112,7 @@ class SimSocket:
         end = self._end
         if self._closed or end is None:
             return -1
-        quiet, ready, _silent = _lent_descriptors()
-        return ready if end.inbox or end._eof_in or end._peer_done else quiet
+        return lent_descriptor(bool(end.inbox or end._eof_in or end._peer_done))
 
     def getsockname(self) -> Any:
         """The local simulated address."""

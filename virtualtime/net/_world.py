@@ -27,6 +27,7 @@ import asyncio
 import contextvars
 import ipaddress
 import math
+import sys
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -64,6 +65,12 @@ __all__ = ["Host", "Link", "Network", "current_host"]
 
 _ABSENT: Final = object()
 
+# The ``async with host:`` blocks the calling task is in, innermost last: a context variable,
+# so that two tasks entering one host leave it each in its own order.
+_ENTERED: Final[contextvars.ContextVar[tuple[tuple[Any, Any], ...]]] = contextvars.ContextVar(
+    "virtualtime.net.entered", default=()
+)
+
 _T = TypeVar("_T")
 
 
@@ -89,9 +96,10 @@ class Host:
         self.crashes = 0
         self.paused_until = 0  # loop ticks; paused while now < paused_until
         self.held: list[Any] = []  # what the host would have run during its pause
+        self.blocks: set[_Block] = set()  # ``async with host:`` blocks of tasks living elsewhere
         # The tasks living here, held until they end: a task started on a host and dropped by
         # its starter (``host.run(serve())``) must not be collected while it waits.
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: set[Any] = set()  # asyncio Tasks; on trio, _trio.HostTask/HostScope
         self.transports: set[StreamTransport] = set()
         self.servers: dict[int, Server] = {}
         self.unix_servers: dict[str, Server] = {}
@@ -99,7 +107,6 @@ class Host:
         self.context = contextvars.Context()
         self.context.run(_HOST.set, self)
         self._next_port = _FIRST_PORT
-        self._tokens: list[contextvars.Token[Host | None]] = []
 
     def __repr__(self) -> str:
         state = "up" if self.up else "down"
@@ -108,8 +115,21 @@ class Host:
     # -------------------------------------------------------------- living on it
 
     async def __aenter__(self) -> Host:
-        self.world.attach()
-        self._tokens.append(_HOST.set(self))
+        """Live on this host until the block ends: a scope that :meth:`crash` cancels.
+
+        A crash while the block runs cancels the block's code (its ``finally`` blocks run)
+        and the block ends quietly, as a trio cancel scope does: the code after it goes on,
+        on no host.  (Code that lives on the host for good -- tasks started by :meth:`run`
+        or inside the block -- is cancelled for good.)
+        """
+        loop = self.world.attach()
+        if loop is None:  # trio
+            from ._trio import enter_host
+
+            scope: Any = enter_host(self)
+        else:
+            scope = _Block(self)
+        _ENTERED.set((*_ENTERED.get(), (_HOST.set(self), scope)))
         return self
 
     async def __aexit__(
@@ -117,8 +137,12 @@ class Host:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
-        _HOST.reset(self._tokens.pop())
+    ) -> bool:
+        entered = _ENTERED.get()
+        token, scope = entered[-1]
+        _ENTERED.set(entered[:-1])
+        _HOST.reset(token)
+        return bool(scope.exit(exc_type, exc, tb))
 
     def run(self, coro: Coroutine[Any, Any, _T], *, name: str | None = None) -> asyncio.Task[_T]:
         """Start ``coro`` as a task living on this host; await the task for its result.
@@ -132,6 +156,10 @@ class Host:
             coro.close()
             raise UsageError(f"host {self.name!r} is down: restart() it to run code on it")
         loop = self.world.attach()
+        if loop is None:  # trio: a HostTask, awaitable like a task
+            from ._trio import run_on_host
+
+            return run_on_host(self, coro, name=name)  # type: ignore[return-value]
         context = contextvars.copy_context()
         context.run(_HOST.set, self)
         return loop.create_task(coro, name=name, context=context)
@@ -173,6 +201,8 @@ class Host:
         self.datagrams.clear()
         for task in list(self.tasks):
             task.cancel(f"host {self.name!r} crashed")
+        for block in list(self.blocks):
+            block.cancel()
         world.gates_changed()
 
     def restart(self, coro: Coroutine[Any, Any, _T] | None = None) -> asyncio.Task[_T] | None:
@@ -197,7 +227,10 @@ class Host:
         seconds = check_seconds("duration", duration)
         assert seconds is not None
         world = self.world
-        world.attach()
+        if world.attach() is None:
+            from ._trio import unsupported
+
+            raise unsupported("Host.pause()")
         until = world.ticks() + round(seconds * TICKS_PER_SECOND)
         if until > self.paused_until:
             self.paused_until = until
@@ -221,6 +254,10 @@ class Host:
         new_offset = None if offset is None else check_finite("offset", offset)
         new_rate = None if rate is None else check_rate(rate)
         world = self.world
+        if world.trio is not None:
+            from ._trio import unsupported
+
+            raise unsupported("Host.set_clock()")
         ticks = world.ticks()
         clock = self.clock
         local = clock.ticks(ticks)
@@ -289,6 +326,7 @@ class Network(Seam):
         self.connect_timeout = timeout or 0.0
         self.loop: VirtualEventLoop | None = None
         self.driver: Driver = Unattached()
+        self.trio: Any = None  # the trio run's attachment (_trio.py), while attached to one
         self.chooser: Chooser = Chooser(0 if seed is None else seed)
         self.context = contextvars.Context()  # the world's own callbacks: on no host
         self._hosts: dict[str, Host] = {}
@@ -305,7 +343,7 @@ class Network(Seam):
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is not None:
+        if running is not None or _trio_running():
             self.attach()
 
     def __repr__(self) -> str:
@@ -462,10 +500,19 @@ class Network(Seam):
 
     # --------------------------------------------------------------- the loop
 
-    def attach(self) -> VirtualEventLoop:
-        """Join the running virtual loop (done for you at first use); returns it."""
+    def attach(self) -> VirtualEventLoop | None:
+        """Join the running virtual loop or trio run (done for you at first use).
+
+        Returns the loop, or None on trio (see :mod:`._trio`).
+        """
         if self.loop is not None:
             return self.loop
+        if self.trio is not None or _trio_running():
+            if self.trio is None:
+                from ._trio import attach_trio
+
+                attach_trio(self)
+            return None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -488,6 +535,7 @@ class Network(Seam):
             self.chooser = chooser
         self.loop = loop
         self.driver = LoopDriver(loop)
+        self.trio = None
         loop._vt_net = self
         self._previous_factory = loop.get_task_factory()
         loop.set_task_factory(self._task_factory)
@@ -500,6 +548,10 @@ class Network(Seam):
         """Leave the loop: its network methods are the real ones again."""
         loop = self.loop
         if loop is None:
+            if self.trio is not None:
+                from ._trio import detach_trio
+
+                detach_trio(self)
             return
         self._gate_off()
         self._views_off()
@@ -604,6 +656,10 @@ class Network(Seam):
     def clocks_changed(self) -> None:
         """Make ``loop.time()`` and the loop's timers follow each host's clock on the host."""
         if self.loop is None:
+            if self.trio is not None and any(not h.clock.identity for h in self._hosts.values()):
+                from ._trio import unsupported
+
+                raise unsupported("a host's own clock (clock_offset/clock_rate)")
             return
         if any(not h.clock.identity for h in self._hosts.values()):
             self._views_on()
@@ -683,3 +739,47 @@ class Network(Seam):
         if patch is not None and saved_patch is not None:
             patch.seconds, patch._source, patch.view = saved_patch
         self._viewing = False
+
+
+class _Block:
+    """An ``async with host:`` block on asyncio: the scope a crash of the host cancels."""
+
+    __slots__ = ("cancelled", "host", "task")
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.task = asyncio.current_task()
+        self.cancelled = False
+        # A task that lives on the host anyway is cancelled for good by a crash: no scope.
+        if self.task is not None and self.task not in host.tasks:
+            host.blocks.add(self)
+
+    def cancel(self) -> None:
+        if not self.cancelled and self.task is not None:
+            self.cancelled = True
+            self.task.cancel(f"host {self.host.name!r} crashed")
+
+    def exit(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        self.host.blocks.discard(self)
+        if not self.cancelled or self.task is None:
+            return False
+        # As asyncio.timeout does: the cancellation was ours if nothing else asked for one.
+        remaining = self.task.uncancel()
+        return remaining == 0 and exc_type is asyncio.CancelledError
+
+
+def _trio_running() -> bool:
+    """Whether the calling code runs in a trio run (trio is never imported for the answer)."""
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
