@@ -165,10 +165,8 @@ class Seam:
         for attempt in held:
             if not attempt.finished:
                 self._send_syn(attempt)
-        for host in world.hosts:
-            for transport in list(host.transports):
-                if transport.out is not None and transport.out.held:
-                    transport.out.pump()
+        for flow in list(world.held_flows):
+            flow.pump()
 
     def _connect_timed_out(self, attempt: Connect) -> None:
         attempt.timer = None

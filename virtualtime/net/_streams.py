@@ -225,8 +225,11 @@ class Flow:
         world = self.world
         if not self._refresh():
             self.held = True
+            world.held_flows.add(self)
             return
-        self.held = False
+        if self.held:
+            self.held = False
+            world.held_flows.discard(self)
         link = self.link
         now = world.ticks()
         moved = False
@@ -279,6 +282,7 @@ class Flow:
                     self.queued_bytes += len(data)
                 self.queue.appendleft((kind, data))
             self.held = True
+            world.held_flows.add(self)
             self.src.writable()
             return
         now = world.ticks()
@@ -305,6 +309,7 @@ class Flow:
         self.wire.clear()
         self.queued_bytes = 0
         self.unacked = 0
+        self.world.held_flows.discard(self)
 
 
 class StreamTransport(asyncio.Transport):

@@ -56,7 +56,7 @@ from ._links import (
     is_address,
 )
 from ._seam import Seam
-from ._streams import DatagramTransport, StreamTransport
+from ._streams import DatagramTransport, Flow, StreamTransport
 
 if TYPE_CHECKING:
     from ._endpoints import Server
@@ -334,6 +334,7 @@ class Network(Seam):
         self._links: dict[frozenset[Host], Link] = {}
         self._cut: set[frozenset[Host]] = set()
         self.version = 0  # bumped by every change of links, partitions and hosts' states
+        self.held_flows: set[Flow] = set()  # flows waiting for a heal or a restart
         self._gated = False
         self._viewing = False
         self._saved: dict[str, Any] = {}
