@@ -65,6 +65,7 @@ async def lock_service() -> None:
     await server.serve_forever()
 
 
+# --8<-- [start:node]
 async def node(name: str, leaders: Leaders, *, careful: bool) -> None:
     loop = asyncio.get_running_loop()
     reader, writer = await asyncio.open_connection("lock", 7000)
@@ -95,6 +96,7 @@ async def node(name: str, leaders: Leaders, *, careful: bool) -> None:
         writer.close()
 
 
+# --8<-- [end:node]
 async def run_cluster(*, careful: bool) -> None:
     world = net.Network(latency=0.002)
     world.host("lock").run(lock_service())
@@ -111,7 +113,7 @@ async def run_cluster(*, careful: bool) -> None:
     stop = loop.create_future()
     loop.call_later(40, stop.set_result, None)
     # A node's failure (two leaders) ends the run at once.
-    done, _pending = await asyncio.wait([stop, *nodes], return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait([stop, *nodes], return_when=asyncio.FIRST_COMPLETED)
     for task in nodes:
         task.cancel()
     # Let the nodes close their connections, and the service see them go.
@@ -131,6 +133,7 @@ async def careful() -> None:
     await run_cluster(careful=True)
 
 
+# --8<-- [start:explore]
 if __name__ == "__main__":
     for scenario in (careless, careful):
         found = net.explore(scenario, seeds=range(200))
@@ -138,3 +141,4 @@ if __name__ == "__main__":
         for failure in found.failures[:3]:
             print(f"  seed {failure.seed}: {failure.message}")
             print(f"    replay: {failure.replay}")
+# --8<-- [end:explore]

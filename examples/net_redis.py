@@ -64,6 +64,7 @@ async def serve_cache() -> None:
     await server.serve_forever()
 
 
+# --8<-- [start:app]
 async def app(real_port: int) -> None:
     loop = asyncio.get_running_loop()
     cache = redis.Redis(host="cache", port=6379, socket_timeout=0.5)
@@ -76,16 +77,20 @@ async def app(real_port: int) -> None:
                 await cache.incr("views")
             except redis.TimeoutError:
                 missed = await sessions.rpush("missed", second)
-                print(f"t={loop.time():6.3f}  cache timed out; missed views kept in redis: {missed}")
+                print(
+                    f"t={loop.time():6.3f}  cache timed out; missed views kept in redis: {missed}"
+                )
         views = await cache.get("views")
         missed = await sessions.lrange("missed", 0, -1)
         print(f"t={loop.time():6.3f}  cache counted {int(views or 0)} views")
-        print(f"t={loop.time():6.3f}  real redis kept {len(missed)} missed, from t={missed[0].decode()}")
+        first = missed[0].decode()
+        print(f"t={loop.time():6.3f}  real redis kept {len(missed)} missed, from t={first}")
     finally:
         await cache.aclose()
         await sessions.aclose()
 
 
+# --8<-- [end:app]
 async def main(real_port: int) -> None:
     world = net.Network(latency=0.001)
     world.host("cache").run(serve_cache())

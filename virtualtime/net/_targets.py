@@ -61,9 +61,12 @@ def target_of(main: Callable[..., Any]) -> str | None:
         # Neither a file nor a package member: a module importable by name (a C module, a
         # zip import) -- or nothing another process can find.
         return None if module_name == "__main__" else f"{module_name}:{qualname}"
-    path = Path(file).resolve()
+    # Shown as the user reaches it: relative to the working directory when it lies below it,
+    # through the same links (an absolute path with links resolved names a place the user
+    # never typed).
+    path = Path(os.path.abspath(file))
     try:
-        shown_path = str(path.relative_to(Path.cwd()))
+        shown_path = str(path.relative_to(Path(os.path.abspath(os.getcwd()))))
     except ValueError:
         shown_path = str(path)
     return f"{shown_path}:{qualname}"
@@ -104,14 +107,15 @@ def load_target(text: str) -> Callable[..., Any]:
 
 
 def _load_file(where: str) -> Any:
-    path = Path(where).resolve()
+    # Absolute, through the links the user went through (its replay line names it so).
+    path = Path(os.path.abspath(where))
     if not path.is_file():
         raise InvalidValueError(f"scenario file {shown(where)} does not exist")
     name = path.stem if path.stem.isidentifier() else "_scenario"
     existing = sys.modules.get(name)
     if existing is not None:
         known = getattr(existing, "__file__", None)
-        if known is not None and Path(known).resolve() == path:
+        if known is not None and Path(known).resolve() == path.resolve():
             return existing
         name = f"_virtualtime_scenario_{abs(hash(str(path))):x}_{name}"
         existing = sys.modules.get(name)
