@@ -220,14 +220,15 @@ def bench_explore(seeds: int) -> list[str]:
     return [
         "## explore: a 100-request scenario of the system, processes=2",
         "",
-        f"{seeds} seeds in {real:.1f} real s ({found.passed} passed, {len(found.failures)} failed).",
+        f"{seeds} seeds in {real:.1f} real s "
+        f"({found.passed} passed, {len(found.failures)} failed).",
     ]
 
 
 def bench_determinism(seeds: int) -> list[str]:
     sys.path.insert(0, str(ROOT / "examples"))
-    import net_flaky_link  # noqa: PLC0415 - the examples are not a package
-    import net_lease  # noqa: PLC0415
+    import net_flaky_link  # the examples are not a package
+    import net_lease
 
     lines = ["## check_determinism over the examples' scenarios", ""]
     lines.append("| scenario | seeds | runs that differed | runs that failed | real s |")
