@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from typing import Any
 
 import redis.asyncio as redis
 
@@ -68,7 +69,8 @@ async def serve_cache() -> None:
 async def app(real_port: int) -> None:
     loop = asyncio.get_running_loop()
     cache = redis.Redis(host="cache", port=6379, socket_timeout=0.5)
-    sessions = redis.Redis(host="127.0.0.1", port=real_port)  # the real redis-server
+    # The real redis-server (typed Any: redis-py's list commands are typed for its sync client too).
+    sessions: Any = redis.Redis(host="127.0.0.1", port=real_port)
     await sessions.delete("missed")
     try:
         for second in range(60):
