@@ -13,6 +13,8 @@ Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/la
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import socket
 from collections.abc import Callable
 from typing import Any, Final, Protocol
@@ -58,7 +60,7 @@ def _routed(name: str) -> Callable[..., Any]:
                 return result
         return await getattr(super(NetworkMixin, self), name)(*args, **kwargs)
 
-    method.__name__ = method.__qualname__ = name
+    _like_stock(method, name)
     method.__doc__ = (
         f"Like :meth:`asyncio.loop.{name}`; for a host of an attached simulated network "
         "(:mod:`virtualtime.net`), the world answers."
@@ -75,12 +77,20 @@ def _sock_routed(name: str) -> Callable[..., Any]:
             return await net.sock_op(name, self, (sock, *args), kwargs)
         return await getattr(super(NetworkMixin, self), name)(sock, *args, **kwargs)
 
-    method.__name__ = method.__qualname__ = name
+    _like_stock(method, name)
     method.__doc__ = (
         f"Like :meth:`asyncio.loop.{name}`; a socket connected into a simulated network "
         "(:mod:`virtualtime.net`) is served by its world."
     )
     return method
+
+
+def _like_stock(method: Any, name: str) -> None:
+    """Name the routed method and give it the stock method's signature, as this Python has it
+    (for inspect.signature, help() and mocks with autospec)."""
+    method.__name__ = name
+    method.__qualname__ = f"VirtualEventLoop.{name}"
+    method.__signature__ = inspect.signature(getattr(asyncio.SelectorEventLoop, name))
 
 
 class NetworkMixin:

@@ -17,7 +17,6 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import inspect
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -161,6 +160,8 @@ class WorkerPool:
         self._saved = os.environ.get("PYTHONHASHSEED")
         if self._hash_seed is not None:
             os.environ["PYTHONHASHSEED"] = self._hash_seed
+        import multiprocessing  # only here: importing it is not free (and not for the loop thread)
+
         context = multiprocessing.get_context("spawn")
         self._executor = concurrent.futures.ProcessPoolExecutor(self._workers, mp_context=context)
         return self._executor
