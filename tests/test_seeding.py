@@ -538,3 +538,20 @@ def test_the_pytest_marker_takes_a_seed(pytester: pytest.Pytester) -> None:
         "-p", "no:cacheprovider", "-p", "no:looptime_plugin", "-p", "no:hypothesispytest"
     )
     result.assert_outcomes(passed=1)
+
+
+def test_reseed_numbers_later_timers_after_the_earlier_ones() -> None:
+    # Masked to FIFO, a reseeded loop's keys are plain timer numbers: they go on from the
+    # ones before the reseed (equal keys at one instant would compare the handles).
+    async def reseeded(log: Log) -> None:
+        loop = _loop()
+        for i in range(3):
+            loop.call_later(5, log.append, (i,))
+        with replaying(frozenset()):
+            loop._vt_reseed(5)
+        for i in range(3, 6):
+            loop.call_later(5, log.append, (i,))
+        await asyncio.sleep(6)
+
+    log, _ = run_logged(reseeded)
+    assert log == [(i,) for i in range(6)]

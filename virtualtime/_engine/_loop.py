@@ -659,7 +659,10 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
                 self._vt_perturb = "ready"
                 self._vt_add_gate(chooser.ready_gate)
             return
-        self._vt_seed_with(Chooser(seed, replay_keep()), perturb)
+        chooser = Chooser(seed, replay_keep())
+        # Number the seeded timers on from the unseeded ones (one number is spent: harmless).
+        chooser.number_timers_from(self._vt_seq())
+        self._vt_seed_with(chooser, perturb)
         # The compiled call_later read the old _vt_seq when it was made: make it again.
         own = self.__dict__
         stand_ins = getattr(self, "_vt_stand_ins", {})
