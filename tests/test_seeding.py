@@ -191,6 +191,22 @@ def test_perturb_ready_moves_task_steps_only_among_their_neighbours() -> None:
     assert len(orders) >= 3  # the adjacent first steps trade places
 
 
+def test_perturb_ready_gives_up_call_soons_promise_between_tasks() -> None:
+    # What the docs say it gives up: a task started just before sleep(0) may run after.
+    async def task(log: Log) -> None:
+        log.append(("task",))
+
+    async def started(log: Log) -> None:
+        _loop().create_task(task(log))
+        await asyncio.sleep(0)
+        log.append(("sleeper",))
+        await asyncio.sleep(0)
+
+    assert run_logged(started, seed=1)[0] == [("task",), ("sleeper",)]
+    orders = {tuple(run_logged(started, seed=seed, perturb="ready")[0]) for seed in range(10)}
+    assert orders == {(("task",), ("sleeper",)), (("sleeper",), ("task",))}
+
+
 def test_shuffle_tasks_permutes_runs_of_adjacent_task_steps() -> None:
     loop = virtualtime.new_event_loop()
 
@@ -522,3 +538,20 @@ def test_the_pytest_marker_takes_a_seed(pytester: pytest.Pytester) -> None:
         "-p", "no:cacheprovider", "-p", "no:looptime_plugin", "-p", "no:hypothesispytest"
     )
     result.assert_outcomes(passed=1)
+
+
+def test_reseed_numbers_later_timers_after_the_earlier_ones() -> None:
+    # Masked to FIFO, a reseeded loop's keys are plain timer numbers: they go on from the
+    # ones before the reseed (equal keys at one instant would compare the handles).
+    async def reseeded(log: Log) -> None:
+        loop = _loop()
+        for i in range(3):
+            loop.call_later(5, log.append, (i,))
+        with replaying(frozenset()):
+            loop._vt_reseed(5)
+        for i in range(3, 6):
+            loop.call_later(5, log.append, (i,))
+        await asyncio.sleep(6)
+
+    log, _ = run_logged(reseeded)
+    assert log == [(i,) for i in range(6)]

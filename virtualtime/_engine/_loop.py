@@ -292,12 +292,14 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         one of the orders a real machine could produce, and the same seed always the same
         one: with ``perturb="timers"``, the order of timers due at the same instant with
         the same priority; with ``perturb="ready"``, also the order in which the task steps
-        made ready in one loop round run (only tasks' steps and wake-ups move: asyncio's own
-        callbacks keep their FIFO order, which asyncio relies on).  The simulated network
-        (:mod:`virtualtime.net`) draws its jitter and losses from the same seed.  Use it to
-        hunt ordering bugs under many seeds (``virtualtime.explore``, ``pytest
-        --virtualtime-seeds``) and to replay the one that failed; None keeps the FIFO order
-        below.  ``perturb="ready"`` needs a seed.  See :attr:`seed`.
+        made ready side by side in one loop round run (only tasks' steps and wake-ups move,
+        past each other only: asyncio's own callbacks keep their places, and the FIFO order
+        asyncio relies on; a task started just before ``await asyncio.sleep(0)`` may then
+        run after the sleeper wakes).  The simulated network (:mod:`virtualtime.net`) draws
+        its jitter and losses from the same seed.  Use it to hunt ordering bugs under many
+        seeds (``virtualtime.explore``, ``pytest --virtualtime-seeds``) and to replay the
+        one that failed; None keeps the FIFO order below.  ``perturb="ready"`` needs a
+        seed.  See :attr:`seed`.
 
     Ordering guarantee: timers due at the same virtual instant run in order of priority
     (smaller first; ``call_later(..., priority=p)``, :func:`virtualtime.sleep`), then first
@@ -657,7 +659,10 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
                 self._vt_perturb = "ready"
                 self._vt_add_gate(chooser.ready_gate)
             return
-        self._vt_seed_with(Chooser(seed, replay_keep()), perturb)
+        chooser = Chooser(seed, replay_keep())
+        # Number the seeded timers on from the unseeded ones (one number is spent: harmless).
+        chooser.number_timers_from(self._vt_seq())
+        self._vt_seed_with(chooser, perturb)
         # The compiled call_later read the old _vt_seq when it was made: make it again.
         own = self.__dict__
         stand_ins = getattr(self, "_vt_stand_ins", {})

@@ -198,6 +198,15 @@ class Chooser:
         self.shuffle_tasks(ready, ntodo)
         return ntodo
 
+    def number_timers_from(self, first: int) -> None:
+        """Give the next timer key the number ``first`` (and count on from there).
+
+        For a loop seeded while it runs (``loop._vt_reseed``): its timers so far were
+        numbered 0, 1, 2...; the seeded ones go on from the next number, so that numbers
+        stay unique among the pending timers and grow in the order timers were made.
+        """
+        self._made = first
+
     @property
     def timers_made(self) -> int:
         """How many timer keys :meth:`timer_key` has handed out (the next one's number)."""
