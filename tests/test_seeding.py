@@ -555,3 +555,22 @@ def test_reseed_numbers_later_timers_after_the_earlier_ones() -> None:
 
     log, _ = run_logged(reseeded)
     assert log == [(i,) for i in range(6)]
+
+
+def test_a_seeded_loop_names_its_tasks_itself_so_two_runs_name_them_alike() -> None:
+    async def main() -> list[str]:
+        async def child() -> None:
+            await asyncio.sleep(0)
+
+        tasks = [asyncio.create_task(child()) for _ in range(3)]
+        named = asyncio.create_task(child(), name="mine")
+        await asyncio.gather(*tasks, named)
+        current = asyncio.current_task()
+        assert current is not None
+        return [current.get_name(), *(t.get_name() for t in tasks), named.get_name()]
+
+    first = virtualtime.run(main(), seed=4)
+    assert first == ["Task-1", "Task-2", "Task-3", "Task-4", "mine"]
+    assert virtualtime.run(main(), seed=4) == first
+    # Unseeded, asyncio's counter for the whole process names them: never the same twice.
+    assert virtualtime.run(main()) != virtualtime.run(main())

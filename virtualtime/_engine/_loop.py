@@ -84,7 +84,7 @@ import weakref
 from asyncio import base_events as _base_events
 from asyncio import events as _asyncio_events
 from asyncio import format_helpers as _format_helpers
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterator, Sequence
 from types import FrameType
 from typing import (
     Any,
@@ -345,6 +345,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         # Seeded runs (_seeding.py): the Chooser behind every seeded decision, and what the
         # seed perturbs; the gates on the ready queue (_cycle.py), perturb="ready" among them.
         self._vt_chooser: Chooser | None = None
+        self._vt_task_names: Iterator[int] = itertools.count(1)
         self._vt_perturb: Perturb = "timers"
         self._vt_gates: list[Callable[[collections.deque[Any], int], int]] = []
         self._vt_autojump = autojump
@@ -631,6 +632,9 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         self._vt_chooser = chooser
         self._vt_perturb = perturb
         self._vt_timers.next_seq = self._vt_seq = chooser.timer_key
+        # Unnamed tasks get their names from the loop, not from asyncio's counter for the
+        # whole process: two runs of one seed in one process name their tasks alike.
+        self._vt_task_names = itertools.count(1)
         if perturb == "ready":
             self._vt_add_gate(chooser.ready_gate)
 
@@ -904,6 +908,8 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
+            if self._vt_chooser is not None and kwargs.get("name") is None:
+                kwargs["name"] = f"Task-{next(self._vt_task_names)}"
             # asyncio-private: the factory as the stock method reads it (no method call).
             if self._task_factory is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, **kwargs)
@@ -934,6 +940,8 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         ) -> asyncio.Task[Any]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
+            if self._vt_chooser is not None and name is None:
+                name = f"Task-{next(self._vt_task_names)}"
             # asyncio-private: the factory as the stock method reads it (no method call).
             if self._task_factory is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, name=name, context=context, **kwargs)
@@ -963,6 +971,8 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         ) -> asyncio.Task[_T]:
             """Like the stock method; the task is numbered (see :class:`Task`)."""
             self._check_closed()
+            if self._vt_chooser is not None and name is None:
+                name = f"Task-{next(self._vt_task_names)}"
             # asyncio-private: the factory as the stock method reads it (no method call).
             if self._task_factory is not None or _asyncio_tasks.Task is not _STOCK_TASK:
                 made = super().create_task(coro, name=name, context=context)

@@ -121,6 +121,7 @@ from .._shared._time import TICKS_PER_SECOND
 from ._allowances import Allowances
 from ._children import _child_awaited, _child_live
 from ._foreign import calls_in_flight
+from ._seeding import timer_number
 from ._sockets import CountingSelector, _Socket, classify
 from ._thread_jobs import (
     _DELIVERIES,
@@ -657,7 +658,10 @@ class OutsideWork:
         if allowances.crowded():
             heap: list[tuple[int, int, int, Any]] = getattr(self._loop, "_vt_heap", [])
             drives: list[tuple[int, int, Any]] = getattr(self._loop, "_vt_drives", [])
-            allowances.keep_for([entry[2] for entry in heap] + [entry[1] for entry in drives])
+            allowances.keep_for(
+                [timer_number(entry[2]) for entry in heap]
+                + [timer_number(entry[1]) for entry in drives]
+            )
         due = real_at + (target - tick_at) / TICKS_PER_SECOND - real_now
         if due <= 0:
             # The allowance is spent -- unless an answer is already waiting to be run.
@@ -665,7 +669,14 @@ class OutsideWork:
         return min(due, recheck)
 
     def _next_seq(self) -> int:
-        """The sequence number the loop's next timer will get (read, not taken)."""
+        """The number the loop's next timer will get (read, not taken).
+
+        A seeded loop's sequence numbers carry random high bits above the timer's number
+        (see :func:`~virtualtime._engine._seeding.timer_number`): its Chooser counts them.
+        """
+        chooser = getattr(self._loop, "_vt_chooser", None)
+        if chooser is not None:
+            return int(chooser.timers_made)
         counter = self._seq_counter
         if counter is None:
             # The loop numbers its timers and drives with one itertools.count (TimerQueue's
@@ -697,16 +708,17 @@ class OutsideWork:
                 visited += 1
                 if entry[0] != target:
                     continue
-                if entry[2] > newest:
-                    newest = entry[2]
+                number = timer_number(entry[2])
+                if number > newest:
+                    newest = number
                 child = 2 * index + 1
                 if child < size:
                     stack.append(child)
                     if child + 1 < size:
                         stack.append(child + 1)
         drives: list[tuple[int, int, Any]] = getattr(self._loop, "_vt_drives", [])
-        if drives and drives[0][0] == target and drives[0][1] > newest:
-            newest = drives[0][1]
+        if drives and drives[0][0] == target and timer_number(drives[0][1]) > newest:
+            newest = timer_number(drives[0][1])
         return newest
 
     def close(self) -> None:

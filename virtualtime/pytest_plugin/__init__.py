@@ -13,7 +13,7 @@ async tests it covers in virtual time.  ``--virtualtime`` (or ``virtualtime = tr
 file) does it for every async test; ``@pytest.mark.virtualtime(False)`` opts one test, class or
 module out again.  Keyword arguments are loop options (``start``, ``autojump``,
 ``autojump_threshold``, ``rate``, ``history``, ``deadlock_timeout``,
-``max_rounds_per_instant``, ``patch_time``, ``wall_start``; see
+``max_rounds_per_instant``, ``patch_time``, ``wall_start``, ``seed``, ``perturb``; see
 :class:`virtualtime.VirtualEventLoop`).
 
 **Merge rule.**  Marks are read from the closest (function, including ``pytest.param(...,
