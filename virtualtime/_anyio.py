@@ -38,8 +38,8 @@ def anyio_run(
     ``backend="trio"`` runs it under trio with a :class:`virtualtime.trio.VirtualClock`.
     ``options`` configure the loop or clock: ``start``, ``autojump``, ``autojump_threshold``,
     ``rate``, ``deadlock_timeout``, ``patch_time`` and ``wall_start`` mean the same on both
-    backends; ``history``, ``max_rounds_per_instant``, ``seed`` and ``perturb`` exist only on asyncio.
-    On either backend a deadlock raises :class:`~virtualtime.DeadlockError` instead of
+    backends; ``history``, ``max_rounds_per_instant``, ``seed`` and ``perturb`` exist only on
+    asyncio.  On either backend a deadlock raises :class:`~virtualtime.DeadlockError` instead of
     hanging.
 
     It is shorthand for::
