@@ -745,3 +745,21 @@ def test_a_crash_ends_a_host_block_of_another_task_quietly() -> None:
         ("after the block at", 1.0, None),
         ("outside cancel kept at", 2.0),
     ]
+
+
+def test_anyio_sleep_and_fail_after_follow_the_hosts_clock() -> None:
+    import anyio
+
+    async def main() -> tuple[float, float]:
+        world = net.Network()
+        fast = world.host("fast", clock_rate=4.0)
+        async with fast:
+            t0 = loop_now()
+            await anyio.sleep(8)  # eight seconds of fast's clock: two of the loop's
+            slept = loop_now() - t0
+            with anyio.move_on_after(4):
+                await anyio.sleep_forever()
+            return slept, loop_now() - t0 - slept
+        raise AssertionError("the host block ended early")
+
+    assert run(main) == (2.0, 1.0)

@@ -78,6 +78,7 @@ class LoopFields(asyncio.SelectorEventLoop):
     _vt_lean: bool
     _vt_plain: bool
     _vt_native_sleep: bool
+    _vt_clock_views: bool
     _vt_signals: dict[int, Any]
 
     if TYPE_CHECKING:

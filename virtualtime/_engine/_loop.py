@@ -393,6 +393,9 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         self._vt_lean = False
         self._vt_plain = False
         self._vt_native_sleep = False
+        # A simulated network whose hosts keep their own clocks reads timers through
+        # loop.call_later/call_at stand-ins (virtualtime.net): anyio's sleep must go there too.
+        self._vt_clock_views = False
         self._vt_update_fast()
         if checked.seed is not None:
             self._vt_seed_with(Chooser(checked.seed, replay_keep()), checked.perturb)
@@ -695,6 +698,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
             self._vt_lean
             and cls.call_later is VirtualEventLoop.call_later
             and cls.create_future is _base_events.BaseEventLoop.create_future
+            and not self._vt_clock_views
         )
 
     def set_debug(self, enabled: bool) -> None:

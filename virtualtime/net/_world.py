@@ -711,6 +711,8 @@ class Network(Seam):
         loop.time = time  # type: ignore[method-assign]
         loop.call_at = call_at  # type: ignore[method-assign]
         loop.call_later = call_later  # type: ignore[method-assign]
+        loop._vt_clock_views = True  # anyio's sleep takes call_later too
+        loop._vt_update_fast()
         patch = loop._vt_patch
         if patch is not None:
             self._saved["patch"] = (patch.seconds, patch._source, patch.view)
@@ -735,6 +737,8 @@ class Network(Seam):
                 loop.__dict__.pop(name, None)
             else:
                 loop.__dict__[name] = saved
+        loop._vt_clock_views = False
+        loop._vt_update_fast()
         patch = loop._vt_patch
         saved_patch = self._saved.pop("patch", None)
         if patch is not None and saved_patch is not None:
