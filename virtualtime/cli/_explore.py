@@ -227,8 +227,8 @@ def _explore(main: Callable[[], Any], args: argparse.Namespace) -> int:
         first = failures[0].shrink()
         if first is not failures[0]:
             print(
-                f"shrunk seed {first.seed}: {failures[0].deviations} deviations -> "
-                f"{len(first.keep or ())} kept",
+                f"shrunk seed {first.seed}: it needs {len(first.keep or ())} of its "
+                f"{failures[0].deviations} seeded decisions",
                 flush=True,
             )
         failures[0] = first

@@ -200,13 +200,17 @@ class Failure:
         )
 
     def summary(self) -> str:
-        """``seed 17: AssertionError: two owners (2 of 9 decisions deviated)``."""
-        kept = "" if self.keep is None else f", {len(self.keep)} kept"
+        """``seed 17: AssertionError: two owners (9 seeded decisions)``.
+
+        A shrunk failure says how few of its seeded decisions it still needs: ``(shrunk to 2
+        of 9 seeded decisions)``.
+        """
         message = self.message if len(self.message) <= 200 else self.message[:197] + "..."
-        return (
-            f"seed {self.seed}: {self.error}: {message} ({self.deviations} of "
-            f"{self.decisions} decisions deviated{kept})"
-        )
+        if self.keep is None:
+            counted = f"{self.decisions} seeded decisions"
+        else:
+            counted = f"shrunk to {len(self.keep)} of {self.decisions} seeded decisions"
+        return f"seed {self.seed}: {self.error}: {message} ({counted})"
 
     def __str__(self) -> str:
         return f"{self.summary()}\n  replay: {self.replay}"
