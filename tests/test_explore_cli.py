@@ -116,7 +116,8 @@ def test_shrink_and_trace_the_first_failure(
     assert status == 1
     first = out.splitlines()[0]
     assert first.startswith(f"shrunk seed {failing_seed}: ")
-    assert first.endswith(" seeded decisions") and " it needs " in first
+    assert first.endswith(" seeded decisions")
+    assert " it needs " in first
     assert f"--seed {failing_seed} --keep " in out
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert err == f"virtualtime: trace written to {picture}\n"
