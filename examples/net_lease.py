@@ -2,7 +2,7 @@
 
 Covers: virtualtime.net -- a lock service and three nodes on simulated hosts, each node with
 its own clock (a rate drawn from the seed), a partition that cuts the leader off, and
-``net.explore`` running the scenario under 200 seeds, naming the failing ones with the line
+``net.explore`` running the scenario under 100 seeds, naming the failing ones with the line
 that replays each, and finding none once the node allows for drift.
 
 Scenario: the lock service grants a 10 s lease and times it by its own clock.  A node that
@@ -136,8 +136,8 @@ async def careful() -> None:
 # --8<-- [start:explore]
 if __name__ == "__main__":
     for scenario in (careless, careful):
-        found = net.explore(scenario, seeds=range(200))
-        print(f"{scenario.__name__}: {len(found.failures)} of 200 seeds fail")
+        found = net.explore(scenario, seeds=range(100))
+        print(f"{scenario.__name__}: {len(found.failures)} of 100 seeds fail")
         for failure in found.failures[:3]:
             print(f"  seed {failure.seed}: {failure.message}")
             print(f"    replay: {failure.replay}")
