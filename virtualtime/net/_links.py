@@ -159,17 +159,24 @@ class Driver(Protocol):
 class LoopDriver:
     """A world's timers and callbacks on a virtual asyncio loop (its own timer heap)."""
 
-    __slots__ = ("loop",)
+    __slots__ = ("later", "loop")
 
     def __init__(self, loop: VirtualEventLoop) -> None:
         self.loop = loop
+        # The loop's call_later as it is now (the compiled one, when the core is there): the
+        # world's timers count the loop's own nanoseconds, whichever host's code arms them,
+        # so they never go through the per-host stand-ins a world with host clocks installs.
+        self.later: Any = loop.__dict__.get("call_later") or type(loop).call_later.__get__(loop)
 
     def ticks(self) -> int:
         return self.loop._vt_ticks
 
     def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
-        loop = self.loop
-        return loop._vt_schedule(max(ticks, loop._vt_ticks), 0, callback, args, context)
+        delay = ticks - self.loop._vt_ticks
+        if delay <= 0:
+            return self.later(0, callback, *args, context=context)
+        # A whole number of nanoseconds, which call_later turns back into exactly that tick.
+        return self.later(delay / TICKS_PER_SECOND, callback, *args, context=context)
 
     def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
         loop = self.loop

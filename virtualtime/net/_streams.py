@@ -456,16 +456,20 @@ class StreamTransport(asyncio.Transport):
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            self.world.report(
-                {
-                    "message": f"protocol.{name}() failed",
-                    "exception": exc,
-                    "transport": self,
-                    "protocol": self._protocol,
-                }
-            )
-            self.abort()
+            self._failed(name, exc)
             return None
+
+    def _failed(self, name: str, exc: BaseException) -> None:
+        """A protocol method raised: report it as asyncio's transports do, and abort."""
+        self.world.report(
+            {
+                "message": f"protocol.{name}() failed",
+                "exception": exc,
+                "transport": self,
+                "protocol": self._protocol,
+            }
+        )
+        self.abort()
 
     def arrive(self, flow: Flow, kind: int, data: bytes) -> None:
         """A segment reached this end (called in this end's context)."""
@@ -509,21 +513,24 @@ class StreamTransport(asyncio.Transport):
 
     def _hand_over(self, data: bytes) -> None:
         protocol = self._protocol
-        if isinstance(protocol, asyncio.BufferedProtocol):
-            view = memoryview(data)
-            while view and not self._lost:
-                buf = memoryview(self._call("get_buffer", len(view)))
-                n = min(len(buf), len(view))
-                if n == 0:
-                    self._call(
-                        "connection_lost", RuntimeError("get_buffer() returned an empty buffer")
-                    )
-                    return
-                buf[:n] = view[:n]
-                self._call("buffer_updated", n)
-                view = view[n:]
-        else:
-            self._call("data_received", data)
+        if not isinstance(protocol, asyncio.BufferedProtocol):
+            try:  # _call("data_received", data), inlined: every delivery of every connection
+                protocol.data_received(data)  # type: ignore[union-attr]
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._failed("data_received", exc)
+            return
+        view = memoryview(data)
+        while view and not self._lost:
+            buf = memoryview(self._call("get_buffer", len(view)))
+            n = min(len(buf), len(view))
+            if n == 0:
+                self._call("connection_lost", RuntimeError("get_buffer() returned an empty buffer"))
+                return
+            buf[:n] = view[:n]
+            self._call("buffer_updated", n)
+            view = view[n:]
 
     def reset(self) -> None:
         """The peer reset the connection (or its host crashed)."""
