@@ -86,6 +86,7 @@ async def client(log: list[str]) -> None:
     for n in range(120):
         await asyncio.sleep(max(0.0, n - loop.time()))
         now = loop.time()
+        note = None
         if not breaker.allows(now):
             outcome = "fail fast"
         else:
@@ -96,12 +97,12 @@ async def client(log: list[str]) -> None:
             except ConnectionError as exc:
                 outcome = f"error: {exc}"
                 note = breaker.record(False, loop.time())
-            if note:
-                log.append(f"t={loop.time():7.3f}  {note}")
         kind = outcome.split(" in ")[0]
         if kind != state:  # log changes only
             log.append(f"t={now:7.3f}  request {n:3d}: {outcome}")
             state = kind
+        if note:
+            log.append(f"t={loop.time():7.3f}  {note}")
 
 
 async def main() -> None:
