@@ -14,7 +14,9 @@ What is measured
   requests (``--requests``), one at a time and ``--concurrency`` at a time.  Reported:
   simulated requests per real second; the check is every answer's body and the run's
   virtual time.  Beside it, for scale, the same programs on a stock asyncio loop over real
-  127.0.0.1 sockets (the machine's loopback, no latency), and the share of the simulated
+  127.0.0.1 sockets (the machine's loopback, no latency); the same three hosts with a line
+  protocol end to end instead of HTTP (what the simulated network carries when the
+  programs on it cost little); and the share of the simulated
   run's CPU time spent in aiohttp (its client, server and parser), in asyncio's streams, in
   virtualtime.net and in the loop (cProfile, one run).
 * ``explore`` -- ``net.explore`` over 1,000 seeds (``--seeds``) of a 100-request scenario of
@@ -146,6 +148,48 @@ async def real_system(requests: int, concurrency: int) -> float:
     return took
 
 
+async def simulated_streams(requests: int, concurrency: int) -> float:
+    """The same three hosts with a line protocol over asyncio streams end to end (no HTTP):
+    what the simulated network itself carries, without aiohttp's cost per request."""
+    world = net.Network(latency=LATENCY)
+    db, api, client = world.host("db"), world.host("api"), world.host("client")
+
+    async def api_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        db_reader, db_writer = await asyncio.open_connection("db", 5432)
+        try:
+            while line := await reader.readline():
+                db_writer.write(line)
+                writer.write(await db_reader.readline())
+        finally:
+            db_writer.close()
+            writer.close()
+
+    async def start(handler: Any, port: int) -> asyncio.AbstractServer:
+        return await asyncio.start_server(handler, None, port)
+
+    servers = [await db.run(start(_db_handler, 5432)), await api.run(start(api_handler, 8080))]
+    loop = asyncio.get_running_loop()
+
+    async def worker(k: int) -> None:
+        reader, writer = await asyncio.open_connection("api", 8080)
+        try:
+            for i in range(k, requests, concurrency):
+                writer.write(b"%d\n" % i)
+                if await reader.readline() != b"row:%d\n" % i:
+                    raise AssertionError(f"request {i}")
+        finally:
+            writer.close()
+
+    async with client:
+        start_time = loop.time()
+        await asyncio.gather(*(worker(k) for k in range(concurrency)))
+        took = loop.time() - start_time
+    for server in servers:
+        server.close()
+    await asyncio.sleep(1)
+    return took
+
+
 def scenario() -> Any:
     """A 100-request run of the system (for explore)."""
     return simulated_system(100, 4)
@@ -169,6 +213,13 @@ def bench_system(requests: int, concurrency: int) -> list[str]:
         lines.append(
             f"| stock loop, real 127.0.0.1, {conc} at a time | {requests} | {real:.2f} | "
             f"{requests / real:,.0f} | -- |"
+        )
+        t0 = time.perf_counter()
+        virtual = virtualtime.run(simulated_streams(requests, conc))
+        real = time.perf_counter() - t0
+        lines.append(
+            f"| the network alone (line protocol, no HTTP), {conc} at a time | {requests} | "
+            f"{real:.2f} | {requests / real:,.0f} | {virtual:.3f} |"
         )
     lines += ["", *profile_shares(min(requests, 3000), concurrency)]
     return lines
