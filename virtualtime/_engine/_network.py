@@ -19,7 +19,15 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
-__all__ = ["NOT_OURS", "NetworkMixin", "NetworkSeam", "context_of", "requeue"]
+__all__ = [
+    "NOT_OURS",
+    "NetworkMixin",
+    "NetworkSeam",
+    "cancel_timers",
+    "context_of",
+    "requeue",
+    "task_of",
+]
 
 _Args = tuple[Any, ...]
 _Kwargs = dict[str, Any]
@@ -134,3 +142,32 @@ def requeue(loop: Any, handles: list[Any]) -> None:
     own round (``_cycle``) runs; a gate takes handles out of it, and this puts them back.
     """
     loop._ready.extend(handles)
+
+
+def task_of(handle: Any) -> Any:
+    """The task whose step or wake-up a ready handle is, or None.
+
+    asyncio-private: a task schedules its step and its wake-up as methods bound to itself
+    (``Handle._callback.__self__`` is the task), in C and in Python alike; a world's gate
+    reads it to tell a crashed host's tasks (which must run on, to end) from its other
+    callbacks.  A canary test checks it.
+    """
+    task = getattr(handle._callback, "__self__", None)
+    return task if isinstance(task, asyncio.Task) else None
+
+
+def cancel_timers(loop: Any, doomed: Callable[[Any], bool]) -> int:
+    """Cancel every pending timer of the loop whose context ``doomed`` says so; how many.
+
+    A crashed host's timers never fire.  The loop's heap holds ``(tick, priority, seq, item)``
+    entries (see _timers.py); an item with a context is a timer handle.  The lean sleep timers
+    of ``asyncio.sleep`` carry none: they belong to a task, which the crash cancels.
+    """
+    count = 0
+    for entry in loop._vt_heap:
+        item = entry[3]
+        context = getattr(item, "_context", None)
+        if context is not None and not item.cancelled() and doomed(context):
+            item.cancel()
+            count += 1
+    return count

@@ -52,7 +52,8 @@ class Server(asyncio.AbstractServer):
         self.handshake_timeout = handshake_timeout
         self._serving = serving
         self._closed = False
-        self._connections: set[StreamTransport] = set()
+        # The open connections it accepted, in the order they came (a dict: ordered).
+        self._connections: dict[StreamTransport, None] = {}
         self._closed_event: asyncio.Event | None = None
         unix = isinstance(port, str)
         family = socket.AF_UNIX if unix else socket.AF_INET
@@ -174,11 +175,12 @@ class Connect:
         if self in held:
             held.remove(self)
         client = self.client
-        if self.finished and client.out is not None:
+        if client.out is not None:
+            # The SYN reached a listener (the server's end exists): reset it.
             client.abort()
         elif not client._lost:
             client._closing = client._lost = True
-            self.src.transports.discard(client)
+            self.src.transports.pop(client, None)
         self.finished = True
 
 
@@ -202,20 +204,31 @@ class Path:
     def add(self, arrival: int, port: int, data: bytes, source: tuple[str, int]) -> None:
         self.sent += 1
         heapq.heappush(self.heap, (arrival, self.sent, port, data, source))
-        if self.timer is not None and self.when <= arrival:
+        if self.timer is not None and self.when <= arrival and not self.timer.cancelled():
             return
         if self.timer is not None:
             self.timer.cancel()
         self.when = arrival
         self.timer = self.world.at(arrival, self._deliver, self.dst.context)
 
+    def clear(self) -> None:
+        """Forget the datagrams on their way (their destination crashed)."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.heap.clear()
+
     def _deliver(self) -> None:
         self.timer = None
-        now = self.world.ticks()
+        world = self.world
+        now = world.ticks()
         heap, dst = self.heap, self.dst
         while heap and heap[0][0] <= now:
             _arrival, _n, port, data, source = heapq.heappop(heap)
             endpoint = dst.datagrams.get(port)
+            sender = world.resolve(source[0])
+            if sender is not None and not world.connected(sender, dst):
+                continue  # a partition fell while it was on its way: lost
             if endpoint is not None and dst.up:
                 endpoint.context.run(endpoint.received, data, source)
         if heap:

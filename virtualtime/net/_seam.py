@@ -68,6 +68,7 @@ class Seam:
 
     def __init__(self) -> None:
         self._socks: dict[int, tuple[Any, StreamTransport]] = {}
+        self._held_resets: list[tuple[Host, StreamTransport]] = []
         self._paths: dict[tuple[Host, Host], Path] = {}
 
     # ---------------------------------------------------------------- helpers
@@ -166,7 +167,20 @@ class Seam:
             if not attempt.finished:
                 self._send_syn(attempt)
         for flow in list(world.held_flows):
-            flow.pump()
+            world.soon(flow.resume, flow.src.context)
+        resets, self._held_resets = self._held_resets, []
+        for src, peer in resets:
+            self.reset_later(src, peer)
+
+    def reset_later(self, src: Host, peer: StreamTransport) -> None:
+        """Reset ``peer`` one link latency from now, as the reset from ``src`` travels --
+        after the heal, when the two are cut apart."""
+        world: Network = self  # type: ignore[assignment]
+        if src is not peer.host and frozenset((src, peer.host)) in world._cut:
+            self._held_resets.append((src, peer))
+            return
+        delay = world.link_of(src, peer.host).delay_ticks(world)
+        world.at(world.ticks() + delay, peer.reset, peer.context)
 
     def _connect_timed_out(self, attempt: Connect) -> None:
         attempt.timer = None
@@ -193,8 +207,11 @@ class Seam:
         client.out = Flow(world, client, end)
         end.out = Flow(world, end, client)
         client.incoming, end.incoming = end.out, client.out
-        server._connections.add(end)
-        server.context.run(self._accept, server, end)
+        end.server = server
+        server._connections[end] = None
+        # The kernel finishes the handshake; the server's code accepts when it runs (later,
+        # if its host is paused).
+        world.soon(self._accept, server.context, server, end)
         world.at(world.ticks() + back, self._established, world.context, attempt)
 
     def _accept(self, server: Server, end: StreamTransport) -> None:
@@ -235,7 +252,11 @@ class Seam:
         if attempt.finished:
             attempt.client.abort()
             return
-        attempt.end(attempt.client)
+        client = attempt.client
+        if client.lost_before is not None:
+            attempt.end(client.lost_before)  # reset before the answer came: the connect fails
+            return
+        attempt.end(client)
 
     async def _finish(
         self,
@@ -250,8 +271,14 @@ class Seam:
         if tls is None or tls is False:
             client._protocol = protocol
             client._call("connection_made", client)
-            if client.inbox or client._eof_in:
-                client._feed()
+            if client.lost_before is not None:
+                # Reset between the answer and now: the protocol hears it next, as asyncio's
+                # would from its transport.
+                client._lost = False
+                client._lose(client.lost_before)
+            elif client.inbox or client._eof_in:
+                world: Network = self  # type: ignore[assignment]
+                world.soon(client._feed, client.context)
             return client, protocol
         from ._tls import wrap
 

@@ -225,11 +225,11 @@ class Flow:
         world = self.world
         if not self._refresh():
             self.held = True
-            world.held_flows.add(self)
+            world.held_flows[self] = None
             return
         if self.held:
             self.held = False
-            world.held_flows.discard(self)
+            world.held_flows.pop(self, None)
         link = self.link
         now = world.ticks()
         moved = False
@@ -254,6 +254,11 @@ class Flow:
             moved = True
         if moved:
             self._arm()
+
+    def resume(self) -> None:
+        """In the sender's context: move what waited (a heal, an opened window), then tell its
+        protocol whether it may write again."""
+        self.pump()
         self.src.writable()
 
     def _arm(self) -> None:
@@ -282,8 +287,8 @@ class Flow:
                     self.queued_bytes += len(data)
                 self.queue.appendleft((kind, data))
             self.held = True
-            world.held_flows.add(self)
-            self.src.writable()
+            world.held_flows[self] = None
+            world.soon(self.src.writable, self.src.context)
             return
         now = world.ticks()
         dst = self.dst
@@ -293,12 +298,11 @@ class Flow:
         self._arm()
 
     def consumed(self, size: int) -> None:
-        """The receiver read ``size`` bytes: the window opens."""
+        """The receiver read ``size`` bytes: the window opens (the sender learns it in its own
+        context: its protocol's resume_writing runs there, held back if its host is paused)."""
         self.unacked -= size
-        if self.queue:
-            self.pump()
-        else:
-            self.src.writable()
+        if self.queue or self.src._writing_paused:
+            self.world.soon(self.resume, self.src.context)
 
     def drop(self) -> None:
         """Forget everything in flight (the connection is gone)."""
@@ -309,7 +313,7 @@ class Flow:
         self.wire.clear()
         self.queued_bytes = 0
         self.unacked = 0
-        self.world.held_flows.discard(self)
+        self.world.held_flows.pop(self, None)
 
 
 class StreamTransport(asyncio.Transport):
@@ -346,7 +350,10 @@ class StreamTransport(asyncio.Transport):
         self._high = 64 * 1024
         self._low = 16 * 1024
         self._feeding = False
-        host.transports.add(self)
+        self.server: Any = None  # the Server that accepted this end, if one did
+        # A reset that came before the end had its protocol (during the connect).
+        self.lost_before: BaseException | None = None
+        host.transports[self] = None
 
     def __repr__(self) -> str:
         state = "closed" if self._lost else "closing" if self._closing else "open"
@@ -419,6 +426,11 @@ class StreamTransport(asyncio.Transport):
     def close(self) -> None:
         if self._closing:
             return
+        if self.inbox:
+            # Closing with bytes unread: the peer is reset, as Linux does (the bytes it sent
+            # were never read, and its window would never open again).
+            self.abort()
+            return
         self._closing = True
         if not self._eof_out and self.out is not None:
             self._eof_out = True
@@ -469,7 +481,19 @@ class StreamTransport(asyncio.Transport):
                 "protocol": self._protocol,
             }
         )
-        self.abort()
+        self._force_close(exc)
+
+    def _force_close(self, exc: BaseException) -> None:
+        """End the connection at once after a protocol error: the peer is reset, and this
+        end's protocol learns why (``connection_lost(exc)``), as asyncio's transports do."""
+        if self._lost:
+            return
+        self._closing = True
+        self.inbox.clear()
+        if self.out is not None:
+            self.out.drop()
+            self.out.send(_RST)
+        self.world.soon(self._lose, self.context, exc)
 
     def arrive(self, flow: Flow, kind: int, data: bytes) -> None:
         """A segment reached this end (called in this end's context)."""
@@ -495,18 +519,16 @@ class StreamTransport(asyncio.Transport):
         self._feeding = True
         try:
             flow = self.incoming
-            while self.inbox and self._reading and not self._lost:
+            while self.inbox and self._reading and not self._closing:
                 data = b"".join(self.inbox) if len(self.inbox) > 1 else self.inbox[0]
                 self.inbox.clear()
                 if flow is not None:
                     flow.consumed(len(data))
                 self._hand_over(data)
-            if self._eof_in and not self.inbox and self._reading and not self._lost:
+            if self._eof_in and not self.inbox and self._reading and not self._closing:
                 self._eof_in = False
                 keep_open = self._call("eof_received")
-                if self._closing:
-                    return
-                if not keep_open:
+                if not keep_open and not self.is_closing():
                     self.close()
         finally:
             self._feeding = False
@@ -523,13 +545,18 @@ class StreamTransport(asyncio.Transport):
             return
         view = memoryview(data)
         while view and not self._lost:
-            buf = memoryview(self._call("get_buffer", len(view)))
-            n = min(len(buf), len(view))
-            if n == 0:
-                self._call("connection_lost", RuntimeError("get_buffer() returned an empty buffer"))
+            try:
+                buf = memoryview(protocol.get_buffer(len(view)))
+                n = min(len(buf), len(view))
+                if n == 0:
+                    raise UsageError("get_buffer() returned an empty buffer")
+                buf[:n] = view[:n]
+                protocol.buffer_updated(n)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._failed("get_buffer/buffer_updated", exc)
                 return
-            buf[:n] = view[:n]
-            self._call("buffer_updated", n)
             view = view[n:]
 
     def reset(self) -> None:
@@ -546,26 +573,33 @@ class StreamTransport(asyncio.Transport):
         if self._lost:
             return
         self._lost = True
-        self.host.transports.discard(self)
+        self.host.transports.pop(self, None)
+        if self.server is not None:
+            self.server._connections.pop(self, None)
         self.world.forget_socket(self)
+        if self._protocol is None:
+            self.lost_before = exc or ConnectionResetError(errno.ECONNRESET, "Connection reset")
         self._call("connection_lost", exc)
         self._sock.close()
 
     def vanish(self) -> None:
-        """This end's host crashed: the end is gone without a word to its protocol."""
-        self._closing = self._lost = True
-        self.host.transports.discard(self)
-        self.world.forget_socket(self)
-        self._sock.close()
+        """This end's host crashed: the end is gone, and its peer is reset.
+
+        This end's protocol learns it at once (``connection_lost`` with a reset), so that code
+        of the host still waiting on it ends; the peer learns it one link latency later -- or,
+        across a partition, one latency after the heal.
+        """
+        if self._lost:
+            return
+        peer = self.out.dst if self.out is not None else None
         if self.out is not None:
             self.out.drop()
-            peer = self.out.dst
-            self.world.at(
-                self.world.ticks()
-                + self.world.link_of(self.host, peer.host).delay_ticks(self.world),
-                peer.reset,
-                peer.context,
-            )
+        self.out = None
+        self._closing = True
+        self.inbox.clear()
+        self._lose(ConnectionResetError(errno.ECONNRESET, f"host {self.host.name!r} crashed"))
+        if peer is not None and not peer._lost:
+            self.world.reset_later(self.host, peer)
 
 
 class DatagramTransport(asyncio.DatagramTransport):

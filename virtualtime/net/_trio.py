@@ -488,7 +488,7 @@ class HostScope:
         tb: TracebackType | None,
     ) -> bool:
         """Leave the block; True when it ends a cancellation the crash started (swallowed)."""
-        self.host.tasks.discard(self)
+        self.host.tasks.pop(self, None)
         return bool(self.scope.__exit__(exc_type, exc, tb))
 
 
@@ -496,7 +496,7 @@ def enter_host(host: Host) -> HostScope:
     """Enter ``async with host:`` on trio: returns the block's scope (call its ``exit``)."""
     block = HostScope(host)
     block.scope.__enter__()
-    host.tasks.add(block)
+    host.tasks[block] = None
     return block
 
 
@@ -545,7 +545,7 @@ class HostTask(Generic[_T]):
                 finished = True
         finally:
             self._cancelled = not finished
-            self.host.tasks.discard(self)
+            self.host.tasks.pop(self, None)
             self._done.set()
 
     def cancel(self, msg: object = None) -> bool:
@@ -600,6 +600,6 @@ def run_on_host(
     task = HostTask(host, coro, name or f"{host.name}:{getattr(coro, '__qualname__', coro)}")
     context = contextvars.copy_context()
     context.run(_HOST.set, host)
-    host.tasks.add(task)
+    host.tasks[task] = None
     trio.lowlevel.spawn_system_task(task._main, driver, name=task.name, context=context)
     return task

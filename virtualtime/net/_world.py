@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .._engine._loop import VirtualEventLoop
-from .._engine._network import context_of, requeue
+from .._engine._network import cancel_timers, context_of, requeue, task_of
 from .._engine._seeding import Chooser
 from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
 from .._shared._time import TICKS_PER_SECOND, shown
@@ -96,11 +96,16 @@ class Host:
         self.crashes = 0
         self.paused_until = 0  # loop ticks; paused while now < paused_until
         self.held: list[Any] = []  # what the host would have run during its pause
-        self.blocks: set[_Block] = set()  # ``async with host:`` blocks of tasks living elsewhere
+        # ``async with host:`` blocks of tasks living elsewhere (dicts, here and below: their
+        # order is the order things happened, never the order of addresses in memory).
+        self.blocks: dict[_Block, None] = {}
         # The tasks living here, held until they end: a task started on a host and dropped by
         # its starter (``host.run(serve())``) must not be collected while it waits.
-        self.tasks: set[Any] = set()  # asyncio Tasks; on trio, _trio.HostTask/HostScope
-        self.transports: set[StreamTransport] = set()
+        self.tasks: dict[Any, None] = {}  # asyncio Tasks; on trio, _trio.HostTask/HostScope
+        # Tasks from before the last crash that have not ended yet (each crash cancels them;
+        # one that swallows the cancellation is cancelled again whenever it runs).
+        self.stale: dict[Any, None] = {}
+        self.transports: dict[StreamTransport, None] = {}
         self.servers: dict[int, Server] = {}
         self.unix_servers: dict[str, Server] = {}
         self.datagrams: dict[int, DatagramTransport] = {}
@@ -177,11 +182,13 @@ class Host:
     def crash(self) -> None:
         """Stop this host at once, as a power cut does.
 
-        Every task living on it is cancelled at this instant (its ``finally`` blocks and
-        context managers run now, against a host that is already down); no other callback
-        or timer scheduled from it runs again; its servers stop listening and its datagram
-        endpoints close; its connections are reset at the peers one link latency later (the
-        peers' protocols get ``ConnectionResetError``), and nothing it sends leaves it.  A
+        Every task living on it is cancelled at this instant: its ``finally`` blocks and
+        context managers run now, against a host that is already down, up to their first
+        ``await`` (every step such a task takes from now on is cancelled again, so one that
+        swallows the cancellation can do nothing more).  Its pending timers never fire and a
+        pause it was in ends; its servers stop listening and its datagram endpoints close;
+        its connections end with ``ConnectionResetError`` here, and at the peers one link
+        latency later (after the heal, across a partition); nothing it sends leaves it.  A
         connect to a down host goes unanswered, like a SYN to a dead machine, until the
         caller's timeout.
         """
@@ -200,10 +207,33 @@ class Host:
             endpoint._closing = True
         self.datagrams.clear()
         for task in list(self.tasks):
+            self.stale[task] = None
             task.cancel(f"host {self.name!r} crashed")
         for block in list(self.blocks):
             block.cancel()
+        self._forget_schedule()
         world.gates_changed()
+
+    def _forget_schedule(self) -> None:
+        """A crash: the host's pending timers never fire, its pause ends, and what the pause
+        held runs only if it is a task's step or a callback (both end the cancelled tasks)."""
+        world = self.world
+        loop = world.loop
+        self.paused_until = 0
+        held, self.held = self.held, []
+        if loop is None:
+            return
+        cancel_timers(loop, lambda context: context.get(_HOST) is self)
+        requeue(loop, [h for h in held if not isinstance(h, asyncio.TimerHandle)])
+        for (_src, dst), path in list(world._paths.items()):
+            if dst is self:
+                path.clear()
+
+    def ended(self, task: Any) -> None:
+        """A task of this host ended (its done callback)."""
+        self.tasks.pop(task, None)
+        if self.stale.pop(task, _ABSENT) is not _ABSENT and not self.stale:
+            self.world.gates_changed()
 
     def restart(self, coro: Coroutine[Any, Any, _T] | None = None) -> asyncio.Task[_T] | None:
         """Bring a crashed host up again (fresh: no servers, no connections) and run ``coro``."""
@@ -334,7 +364,7 @@ class Network(Seam):
         self._links: dict[frozenset[Host], Link] = {}
         self._cut: set[frozenset[Host]] = set()
         self.version = 0  # bumped by every change of links, partitions and hosts' states
-        self.held_flows: set[Flow] = set()  # flows waiting for a heal or a restart
+        self.held_flows: dict[Flow, None] = {}  # flows waiting for a heal or a restart
         self._gated = False
         self._viewing = False
         self._saved: dict[str, Any] = {}
@@ -583,9 +613,10 @@ class Network(Seam):
         else:
             task = asyncio.Task(coro, loop=loop, **kwargs)
         if host is not None and host.world is self:
-            host.tasks.add(task)
-            task.add_done_callback(host.tasks.discard)
+            host.tasks[task] = None
+            task.add_done_callback(host.ended)
             if not host.up:
+                host.stale[task] = None
                 task.cancel(f"host {host.name!r} is down")
         return task
 
@@ -613,7 +644,7 @@ class Network(Seam):
         if loop is None:
             return
         now = self.ticks()
-        needed = any(not h.up or h.paused_until > now for h in self._hosts.values())
+        needed = any(h.stale or h.paused_until > now for h in self._hosts.values())
         if needed and not self._gated:
             loop._vt_add_gate(self._gate)
             self._gated = True
@@ -630,24 +661,29 @@ class Network(Seam):
             self._gated = False
 
     def _gate(self, ready: Any, ntodo: int) -> int:
-        # Hold back what a paused host would run; drop what a crashed host scheduled (its
-        # cancelled tasks still run, to finish).
+        # Hold back what a paused host would run; cancel again a task from before a crash
+        # that swallowed its cancellation (it must end, not live on).
         now = self.ticks()
         kept = 0
         for _ in range(ntodo):
             handle = ready.popleft()
             host = context_of(handle).get(_HOST)
-            if host is None or host.world is not self or (host.up and host.paused_until <= now):
+            if host is None or host.world is not self:
                 ready.append(handle)
                 kept += 1
                 continue
-            if not host.up:
-                task = getattr(getattr(handle, "_callback", None), "__self__", None)
-                if isinstance(task, asyncio.Task):
-                    ready.append(handle)
-                    kept += 1
+            if host.paused_until > now:
+                host.held.append(handle)
                 continue
-            host.held.append(handle)
+            if host.stale:
+                # A task from before the crash is cancelled at every step it takes: its
+                # finally blocks run up to their first await, and a task that swallows the
+                # cancellation gets it again at its next step -- it never does more.
+                task = task_of(handle)
+                if task is not None and task in host.stale:
+                    task.cancel(f"host {host.name!r} crashed")
+            ready.append(handle)
+            kept += 1
         # What stays runs this round, after whatever was queued behind the batch meanwhile.
         ready.rotate(kept)
         return kept
@@ -757,7 +793,7 @@ class _Block:
         self.cancelled = False
         # A task that lives on the host anyway is cancelled for good by a crash: no scope.
         if self.task is not None and self.task not in host.tasks:
-            host.blocks.add(self)
+            host.blocks[self] = None
 
     def cancel(self) -> None:
         if not self.cancelled and self.task is not None:
@@ -770,7 +806,7 @@ class _Block:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        self.host.blocks.discard(self)
+        self.host.blocks.pop(self, None)
         if not self.cancelled or self.task is None:
             return False
         # As asyncio.timeout does: the cancellation was ours if nothing else asked for one.
