@@ -18,6 +18,7 @@ from typing import Any
 import explore_scenarios as scenarios
 import pytest
 
+import virtualtime
 from virtualtime import DeadlockError, InvalidTypeError, InvalidValueError, UsageError
 from virtualtime.net._entropy import RANDOM, URANDOM, SeededEntropy, hash_seed
 from virtualtime.net._explore import Exploration, Failure, explore
@@ -143,6 +144,41 @@ def test_deadlocks_are_failures_and_loop_options_reach_every_run() -> None:
     )
     with pytest.raises(DeadlockError):
         replay(scenarios.deadlocks, 0, deadlock_timeout=0)
+
+
+def test_a_configure_layer_around_the_exploration_does_not_replace_each_runs_seed(
+    found: Exploration,
+) -> None:
+    # A configure() layer's seed and perturb win over a loop's own options; each run's loop
+    # is built under the run's own, innermost, so the runs are those of a plain exploration.
+    failing = found.failures[0].seed
+    passing = next(seed for seed in range(200) if seed not in {f.seed for f in found.failures})
+    with virtualtime.configure(seed=failing, perturb="ready"):
+        under = explore(scenarios.ordering_bug, range(40))
+        assert replay(scenarios.ordering_bug, passing) is None
+        with pytest.raises(AssertionError, match="nothing to take"):
+            replay(scenarios.ordering_bug, failing)
+    assert under.failures == tuple(f for f in found.failures if f.seed < 40)
+    assert under.perturb == "timers"
+
+
+def test_the_decisions_are_read_from_the_runs_own_loop() -> None:
+    # A helper's own virtual loop (here in a thread) closes before the run's loop does: the
+    # failure still counts the run's seeded decisions, and so shrinking has something to do.
+    async def nested() -> None:
+        await asyncio.to_thread(virtualtime.run, asyncio.sleep(1))
+        await scenarios.ordering_bug()
+
+    found = explore(nested, range(20))
+    plain = explore(scenarios.ordering_bug, range(20))
+    assert found.failed == plain.failed > 0
+    for failure, alone in zip(found.failures, plain.failures, strict=True):
+        assert failure.seed == alone.seed
+        assert failure.decisions == alone.decisions > 0
+        assert failure.deviation_indices == alone.deviation_indices
+    shrunk = found.failures[0].shrink()
+    assert shrunk.keep is not None
+    assert 0 < len(shrunk.keep) < found.failures[0].deviations
 
 
 def test_a_scenario_defined_in_a_function_replays_from_python() -> None:

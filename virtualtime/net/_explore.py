@@ -418,7 +418,9 @@ def explore(
     module-level function); the failures are the same as in this process, given a fixed
     ``PYTHONHASHSEED``.  ``max_failures`` stops after that many failures (the first ones in
     seed order).  Loop options (``start``, ``patch_time``, ``deadlock_timeout``...) are
-    passed to every run.
+    passed to every run.  A :func:`virtualtime.configure` block around the exploration
+    reaches every run with its options and hooks, except ``seed`` and ``perturb``: each run's
+    own win (the run's loop is built under them, innermost).
     """
     scenario = make_scenario(main, loop_options, "explore()")
     seed_list = check_seeds(seeds)

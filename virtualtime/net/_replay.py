@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._engine._loop import VirtualEventLoop
-from .._engine._runner import run
 from .._options import Perturb
 from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._shared._time import shown
-from ._runs import call_main, seeded
+from ._runs import call_main, run_seeded, seeded
 from ._scenario import (
     check_keep,
     check_perturb,
@@ -95,7 +94,7 @@ def replay(
     options = played.options_dict()
     if path is None:
         with seeded(seed, kept):
-            return run(call_main(main), seed=seed, perturb=perturb, **options)
+            return run_seeded(call_main(main), seed, perturb, options)
     from ..trace import TraceRecorder, plot_trace
 
     options["history"] = max(options.get("history") or 0, _TRACE_HISTORY)
@@ -117,7 +116,7 @@ def replay(
     outcome = "returned"
     try:
         with recorder, seeded(seed, kept, closing):
-            return run(call_main(main), seed=seed, perturb=perturb, **options)
+            return run_seeded(call_main(main), seed, perturb, options)
     except BaseException as exc:
         outcome = f"raised {type(exc).__name__}: {exc}"
         raise
