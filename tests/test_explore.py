@@ -302,6 +302,21 @@ def test_replay_writes_a_chrome_trace_even_when_the_run_fails(
     assert any(event.get("cat") == "sleep" for event in trace["traceEvents"])
 
 
+def test_a_trace_that_cannot_be_written_never_hides_the_runs_exception(
+    found: Exploration, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "blocked.json"
+    blocked.mkdir()  # a folder where the trace file should go: writing it fails
+    with pytest.raises(AssertionError, match="nothing to take") as raised:
+        replay(scenarios.ordering_bug, found.failures[0].seed, trace=blocked)
+    notes = getattr(raised.value, "__notes__", [])
+    assert len(notes) == 1
+    assert notes[0].startswith("virtualtime: the replay's trace was not written: IsADirectoryError")
+    # A run that returned has nothing to hide: the writing's error is the error.
+    with pytest.raises(IsADirectoryError):
+        replay(scenarios.clean, 0, trace=blocked)
+
+
 def test_replay_draws_a_timeline(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     path = tmp_path / "clean.png"
