@@ -45,12 +45,13 @@ tests/layout.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import shlex
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from .._options import Perturb
@@ -450,15 +451,24 @@ def explore(
     failures: list[Failure] = []
     totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
     ran = 0
-    for result, nondeterminism in outcomes:
-        ran += 1
-        add_counts(totals, dict(result.entropy))
-        if nondeterminism is not None or result.error is not None:
-            failures.append(
-                _failure(scenario, result, perturb, None, hash_seed_used, nondeterminism)
-            )
-            if limit is not None and len(failures) >= limit:
-                break
+    try:
+        for result, nondeterminism in outcomes:
+            ran += 1
+            add_counts(totals, dict(result.entropy))
+            if nondeterminism is not None or result.error is not None:
+                failures.append(
+                    _failure(scenario, result, perturb, None, hash_seed_used, nondeterminism)
+                )
+                if limit is not None and len(failures) >= limit:
+                    break
+    except KeyboardInterrupt as interrupt:
+        # Interrupted here, between two outcomes: the pool of workers hears of it (it then
+        # stops at once rather than wait for the chunks running), and the interrupt goes on.
+        with contextlib.suppress(KeyboardInterrupt):
+            outcomes.throw(interrupt)
+        raise
+    finally:
+        outcomes.close()  # the pool is shut down now, not when the generator is collected
     calls, runs = totals
     report = EntropyReport(
         {**dict.fromkeys(SOURCES, 0), **calls},
@@ -503,7 +513,7 @@ def _explore_here(
     options: tuple[tuple[str, Any], ...],
     check: bool,
     limit: int | None,
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     given = dict(options)
     failed = 0
     for seed in seeds:
@@ -536,7 +546,7 @@ def _explore_in_processes(
     limit: int | None,
     workers: int,
     hash_seed: str,
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     load_target(target)  # a scenario that cannot be loaded fails here, not in every worker
     size = max(1, min(50, math.ceil(len(seeds) / (workers * 4))))
     chunks = [seeds[i : i + size] for i in range(0, len(seeds), size)]
