@@ -13,6 +13,7 @@ import json
 import os
 import random
 import sys
+import types
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -519,4 +520,44 @@ def test_targets_name_module_level_functions_and_load_them_back() -> None:
         load_target("json:nope")
     with pytest.raises(InvalidValueError, match="does not exist"):
         load_target("tests/no_such_file.py:main")
-    assert sys.modules["json"].dumps is json.dumps
+
+
+def test_a_scenario_file_never_takes_the_place_of_a_real_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file named like a module of the standard library that nobody imported yet.
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # loading adds the file's folder
+    file = tmp_path / "colorsys.py"
+    file.write_text("async def main():\n    return 'the scenario'\n")
+    main = load_target(f"{file}:main")
+    assert "colorsys" not in sys.modules
+    assert main.__module__.startswith("_virtualtime_scenario_")
+    assert target_of(main) == f"{file}:main"  # named by its file: the replay line works
+    assert load_target(f"{file}:main") is main
+    import colorsys
+
+    assert colorsys.__file__ != str(file)
+    assert callable(colorsys.rgb_to_hsv)
+
+
+def test_the_script_being_run_is_not_run_again_to_load_its_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('top level ran')\n"
+        "async def main():\n    return 1\n"
+    )
+    running = types.ModuleType("__main__")  # the script as python runs it (no top level here)
+    running.__file__ = str(script)
+
+    async def main() -> int:
+        return 1
+
+    running.main = main  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "__main__", running)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert load_target(f"{script}:main") is main
+    assert not marker.exists()
