@@ -29,7 +29,8 @@ more interleavings (and costs a little more per round).
 
 The seed decides the rest of what the program draws, too: during each run the :mod:`random`
 module is seeded with the run's seed and ``os.urandom`` (so ``uuid.uuid4`` and
-:mod:`secrets`) returns bytes drawn from it (see :mod:`virtualtime.net._entropy`); the
+:mod:`secrets`) returns bytes drawn from that seed alone, the same in any process (see
+:mod:`virtualtime.net._entropy`; the pytest plugin salts each test's stream); the
 :class:`Exploration` reports which of these sources the runs reached.  What cannot be seeded
 -- a module-level counter that outlives a run, a set ordered by ``id()``, a real clock read
 -- makes two runs of one seed differ: ``check_determinism=True`` runs each seed twice and
