@@ -601,3 +601,69 @@ def test_canary_a_ready_handle_keeps_its_context_in_context() -> None:
         "where a handle keeps its context (Handle._context)",
         "virtualtime/_engine/_network.py (context_of)",
     )
+
+
+# ------------------------------------------------------------------ seeded runs
+
+
+def test_canary_the_pure_python_task_class_exists() -> None:
+    # _seeding.py, _TASK_TYPES: code that swaps asyncio.Task for the pure-Python class still
+    # makes tasks whose steps perturb="ready" may reorder; without the class, only C tasks.
+    assert isinstance(getattr(asyncio.tasks, "_PyTask", None), type), changed(
+        "asyncio.tasks._PyTask (gone)", "virtualtime/_engine/_seeding.py (_TASK_TYPES)"
+    )
+
+
+@pytest.mark.parametrize("kind", ["Task", "_PyTask"])
+def test_canary_a_task_step_and_wake_up_are_methods_of_the_task(kind: str) -> None:
+    # _seeding.py, _is_task_step: perturb="ready" tells a task's steps and wake-ups from the
+    # other ready callbacks by the handle's callback, whose __self__ is the task.
+    from virtualtime._engine._seeding import _is_task_step
+
+    task_class = getattr(asyncio.tasks, kind)
+    loop = asyncio.new_event_loop()
+    try:
+        future = loop.create_future()
+
+        async def waiter() -> None:
+            await future
+
+        task = task_class(waiter(), loop=loop)
+        step = loop._ready[-1]  # type: ignore[attr-defined]
+        loop.run_until_complete(asyncio.sleep(0))  # the task now waits for the future
+        future.set_result(None)
+        wake_up = loop._ready[-1]  # type: ignore[attr-defined]
+        seen = [getattr(handle._callback, "__self__", None) for handle in (step, wake_up)]
+        assert seen == [task, task], changed(
+            f"what a {kind}'s step and wake-up handles call (their callbacks' __self__: {seen})",
+            "virtualtime/_engine/_seeding.py (_is_task_step)",
+        )
+        assert _is_task_step(step)
+        assert _is_task_step(wake_up)
+        assert not _is_task_step(loop.call_soon(int))  # any other callback
+        loop.run_until_complete(task)
+    finally:
+        loop.close()
+
+
+def test_canary_system_random_draws_through_random_urandom(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # net/_entropy.py, SeededEntropy: random.SystemRandom (and so secrets) reads the bytes of
+    # os.urandom through random._urandom, which a seeded run replaces with its own stream.
+    import random
+    import secrets
+
+    asked: list[int] = []
+
+    def urandom(size: int) -> bytes:
+        asked.append(size)
+        return b"\x01" * size
+
+    monkeypatch.setattr(random, "_urandom", urandom)
+    drawn = (random.SystemRandom().getrandbits(32), secrets.token_bytes(3))
+    assert drawn == (0x01010101, b"\x01\x01\x01"), changed(
+        "where random.SystemRandom reads its bytes (not random._urandom any more)",
+        "virtualtime/net/_entropy.py (SeededEntropy.__enter__)",
+    )
+    assert asked == [4, 3]

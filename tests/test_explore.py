@@ -8,20 +8,24 @@ same instant: FIFO (and so an unseeded loop) never shows it, about half the seed
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import random
 import sys
+import types
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import explore_scenarios as scenarios
 import pytest
 
+import virtualtime
 from virtualtime import DeadlockError, InvalidTypeError, InvalidValueError, UsageError
-from virtualtime.net._entropy import RANDOM, URANDOM, SeededEntropy, hash_seed
-from virtualtime.net._explore import Exploration, Failure, explore
+from virtualtime.net._entropy import RANDOM, URANDOM, EntropyReport, SeededEntropy, hash_seed
+from virtualtime.net._explore import Exploration, explore
 from virtualtime.net._replay import replay
+from virtualtime.net._scenario import WorkerPool
 from virtualtime.net._targets import load_target, target_of
 
 TARGET = "tests/explore_scenarios.py"
@@ -145,6 +149,41 @@ def test_deadlocks_are_failures_and_loop_options_reach_every_run() -> None:
         replay(scenarios.deadlocks, 0, deadlock_timeout=0)
 
 
+def test_a_configure_layer_around_the_exploration_does_not_replace_each_runs_seed(
+    found: Exploration,
+) -> None:
+    # A configure() layer's seed and perturb win over a loop's own options; each run's loop
+    # is built under the run's own, innermost, so the runs are those of a plain exploration.
+    failing = found.failures[0].seed
+    passing = next(seed for seed in range(200) if seed not in {f.seed for f in found.failures})
+    with virtualtime.configure(seed=failing, perturb="ready"):
+        under = explore(scenarios.ordering_bug, range(40))
+        assert replay(scenarios.ordering_bug, passing) is None
+        with pytest.raises(AssertionError, match="nothing to take"):
+            replay(scenarios.ordering_bug, failing)
+    assert under.failures == tuple(f for f in found.failures if f.seed < 40)
+    assert under.perturb == "timers"
+
+
+def test_the_decisions_are_read_from_the_runs_own_loop() -> None:
+    # A helper's own virtual loop (here in a thread) closes before the run's loop does: the
+    # failure still counts the run's seeded decisions, and so shrinking has something to do.
+    async def nested() -> None:
+        await asyncio.to_thread(virtualtime.run, asyncio.sleep(1))
+        await scenarios.ordering_bug()
+
+    found = explore(nested, range(20))
+    plain = explore(scenarios.ordering_bug, range(20))
+    assert found.failed == plain.failed > 0
+    for failure, alone in zip(found.failures, plain.failures, strict=True):
+        assert failure.seed == alone.seed
+        assert failure.decisions == alone.decisions > 0
+        assert failure.deviation_indices == alone.deviation_indices
+    shrunk = found.failures[0].shrink()
+    assert shrunk.keep is not None
+    assert 0 < len(shrunk.keep) < found.failures[0].deviations
+
+
 def test_a_scenario_defined_in_a_function_replays_from_python() -> None:
     async def local() -> None:
         await asyncio.sleep(1)
@@ -165,9 +204,15 @@ def test_keyboard_interrupt_stops_the_exploration() -> None:
         runs.append(1)
         raise KeyboardInterrupt
 
+    state = random.getstate()
+    urandom, draw = os.urandom, random.random
     with pytest.raises(KeyboardInterrupt):
         explore(interrupted, range(5))
     assert runs == [1]
+    # The run's entropy is put back on the way out.
+    assert os.urandom is urandom
+    assert random.random is draw
+    assert random.getstate() == state
 
 
 # ------------------------------------------------------------------ determinism and entropy
@@ -241,6 +286,101 @@ def test_processes_find_the_same_failures_as_this_process(found: Exploration) ->
     assert os.environ.get("PYTHONHASHSEED") == environment  # set for the workers only
 
 
+class _Executor:
+    """A stand-in for ProcessPoolExecutor: runs each chunk at once, here; records shutdown."""
+
+    made: ClassVar[list[_Executor]] = []
+
+    def __init__(self, workers: int, mp_context: object = None) -> None:
+        self.shutdowns: list[dict[str, bool]] = []
+        self.interrupt = False
+        _Executor.made.append(self)
+
+    def submit(self, function: Any, *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if self.interrupt:
+            future.set_exception(KeyboardInterrupt())
+        else:
+            future.set_result(function(*args))
+        return future
+
+    def shutdown(self, *, wait: bool, cancel_futures: bool) -> None:
+        self.shutdowns.append({"wait": wait, "cancel_futures": cancel_futures})
+
+
+@pytest.fixture
+def executor(monkeypatch: pytest.MonkeyPatch) -> type[_Executor]:
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _Executor)
+    _Executor.made = []
+    return _Executor
+
+
+def test_the_pool_is_shut_down_as_soon_as_the_runs_are_over(
+    executor: type[_Executor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stopped by max_failures, the loop over the outcomes breaks; the pool is shut down then,
+    # before the report is made -- not whenever the suspended generator is collected.
+    import virtualtime.net._explore as explore_module
+
+    seen: list[list[dict[str, bool]]] = []
+    report = EntropyReport
+
+    def reporting(*args: Any) -> Any:
+        seen.append(list(executor.made[0].shutdowns))
+        return report(*args)
+
+    monkeypatch.setattr(explore_module, "EntropyReport", reporting)
+    found = explore(scenarios.ordering_bug, range(40), processes=2, max_failures=1)
+    assert found.stopped_early
+    assert seen == [[{"wait": True, "cancel_futures": True}]]
+
+
+def test_an_interrupt_stops_the_pool_without_waiting(
+    executor: type[_Executor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environment = os.environ.get("PYTHONHASHSEED")
+    # Interrupted while waiting for a worker's chunk...
+    original = _Executor.__init__
+
+    def interrupting(self: _Executor, workers: int, mp_context: object = None) -> None:
+        original(self, workers, mp_context)
+        self.interrupt = True
+
+    monkeypatch.setattr(_Executor, "__init__", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        explore(scenarios.ordering_bug, range(40), processes=2)
+    assert executor.made[-1].shutdowns == [{"wait": False, "cancel_futures": True}]
+    monkeypatch.setattr(_Executor, "__init__", original)
+    # ... and between two outcomes, in explore's own loop.
+    import virtualtime.net._explore as explore_module
+
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(explore_module, "add_counts", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        explore(scenarios.ordering_bug, range(40), processes=2)
+    assert executor.made[-1].shutdowns == [{"wait": False, "cancel_futures": True}]
+    assert os.environ.get("PYTHONHASHSEED") == environment
+
+
+def test_a_pool_that_fails_to_start_puts_the_hash_seed_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("no processes today")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", broken)
+    monkeypatch.setenv("PYTHONHASHSEED", "17")
+    with pytest.raises(OSError, match="no processes today"), WorkerPool(2, "3"):
+        pass
+    assert os.environ["PYTHONHASHSEED"] == "17"
+    monkeypatch.delenv("PYTHONHASHSEED")
+    with pytest.raises(OSError, match="no processes today"), WorkerPool(2, "3"):
+        pass
+    assert "PYTHONHASHSEED" not in os.environ
+
+
 def test_processes_need_an_importable_scenario() -> None:
     async def local() -> None:
         return None
@@ -264,6 +404,21 @@ def test_replay_writes_a_chrome_trace_even_when_the_run_fails(
     assert trace["otherData"]["outcome"].startswith("raised AssertionError: the consumer woke")
     assert trace["otherData"]["runs"][0]["label"] == f"seed {seed}"
     assert any(event.get("cat") == "sleep" for event in trace["traceEvents"])
+
+
+def test_a_trace_that_cannot_be_written_never_hides_the_runs_exception(
+    found: Exploration, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "blocked.json"
+    blocked.mkdir()  # a folder where the trace file should go: writing it fails
+    with pytest.raises(AssertionError, match="nothing to take") as raised:
+        replay(scenarios.ordering_bug, found.failures[0].seed, trace=blocked)
+    notes = getattr(raised.value, "__notes__", [])
+    assert len(notes) == 1
+    assert notes[0].startswith("virtualtime: the replay's trace was not written: IsADirectoryError")
+    # A run that returned has nothing to hide: the writing's error is the error.
+    with pytest.raises(IsADirectoryError):
+        replay(scenarios.clean, 0, trace=blocked)
 
 
 def test_replay_draws_a_timeline(tmp_path: Path) -> None:
@@ -351,7 +506,6 @@ def test_a_failure_compares_by_what_failed_not_by_its_traceback(found: Explorati
     assert "traceback" not in repr(first)
     assert repr(first).startswith(f"Failure(seed={first.seed}, perturb='timers', keep=None")
     assert str(first).splitlines()[1] == f"  replay: {first.replay}"
-    assert isinstance(first, Failure)
 
 
 def test_targets_name_module_level_functions_and_load_them_back() -> None:
@@ -366,4 +520,44 @@ def test_targets_name_module_level_functions_and_load_them_back() -> None:
         load_target("json:nope")
     with pytest.raises(InvalidValueError, match="does not exist"):
         load_target("tests/no_such_file.py:main")
-    assert sys.modules["json"].dumps is json.dumps
+
+
+def test_a_scenario_file_never_takes_the_place_of_a_real_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file named like a module of the standard library that nobody imported yet.
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # loading adds the file's folder
+    file = tmp_path / "colorsys.py"
+    file.write_text("async def main():\n    return 'the scenario'\n")
+    main = load_target(f"{file}:main")
+    assert "colorsys" not in sys.modules
+    assert main.__module__.startswith("_virtualtime_scenario_")
+    assert target_of(main) == f"{file}:main"  # named by its file: the replay line works
+    assert load_target(f"{file}:main") is main
+    import colorsys
+
+    assert colorsys.__file__ != str(file)
+    assert callable(colorsys.rgb_to_hsv)
+
+
+def test_the_script_being_run_is_not_run_again_to_load_its_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('top level ran')\n"
+        "async def main():\n    return 1\n"
+    )
+    running = types.ModuleType("__main__")  # the script as python runs it (no top level here)
+    running.__file__ = str(script)
+
+    async def main() -> int:
+        return 1
+
+    running.main = main  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "__main__", running)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert load_target(f"{script}:main") is main
+    assert not marker.exists()

@@ -123,6 +123,47 @@ def test_shrink_and_trace_the_first_failure(
     assert err == f"virtualtime: trace written to {picture}\n"
 
 
+def test_a_trace_that_cannot_be_written_is_told_not_claimed(
+    capsys: pytest.CaptureFixture[str], failing_seed: int, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "blocked.json"
+    blocked.mkdir()  # a folder where the trace file should go
+    replay = ["explore", f"{SCENARIOS}:ordering_bug", "--seed", str(failing_seed), "-q"]
+    status, out, err = run(capsys, *replay, "--trace", blocked)
+    assert status == 1  # the seed failed, as it did: that is the news
+    assert "failed: AssertionError: the consumer woke" in out
+    assert "trace written" not in err
+    assert err.startswith(
+        f"virtualtime: error: explore: the trace was not written to {blocked}: IsADirectoryError"
+    )
+    assert err.count("\n") == 1
+    status, out, err = run(capsys, *replay, "--keep", "none", "--trace", blocked)
+    assert status == 2  # the run passed; the trace asked for is missing
+    assert "passed (returned None)" in out
+    assert "trace written" not in err
+    assert "the trace was not written" in err
+    status, _, err = run(capsys, "explore", f"{SCENARIOS}:ordering_bug", "--seeds", "20",
+                         "-q", "--trace", blocked)  # fmt: skip
+    assert status == 1
+    assert "trace written" not in err
+    assert "the trace was not written" in err
+
+
+def test_a_traced_rerun_that_passes_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "leaky.json"
+    status, _, err = run(capsys, "explore", f"{SCENARIOS}:leaky", "--seeds", "1",
+                         "--check-determinism", "-q", "--trace", trace)  # fmt: skip
+    assert status == 1
+    assert err == (
+        "virtualtime: seed 0 passed when run again for the trace (two runs of it differ: this "
+        "one passed): the trace shows that passing run\n"
+        f"virtualtime: trace written to {trace}\n"
+    )
+    assert trace.is_file()
+
+
 def test_check_determinism_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(
         capsys, "explore", f"{SCENARIOS}:leaky", "--seeds", "2", "--check-determinism", "-q"
@@ -163,6 +204,11 @@ def test_processes_and_max_failures(capsys: pytest.CaptureFixture[str]) -> None:
         (["--seed", "1", "--seeds", "2"], "not allowed with argument"),
         (["--seed", "1", "--trace", "out.txt"], "trace must end in .json"),
         (["--perturb", "tasks"], "invalid choice: 'tasks'"),
+        (["--seed", "1", "--shrink"], "--seed S replays one seed; --shrink is for exploring"),
+        (
+            ["--seed", "1", "--processes", "2", "--max-failures", "1"],
+            "--processes, --max-failures are for exploring many (--seeds N)",
+        ),
     ],
 )
 def test_bad_command_lines_exit_2(

@@ -6,6 +6,7 @@ explicitly, as ``test_pytest_plugin.py`` does.
 
 from __future__ import annotations
 
+import shlex
 import textwrap
 
 import pytest
@@ -106,6 +107,12 @@ def test_without_seeds_nothing_changes(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=4)  # FIFO: the producer first; the mark's seed 5 passes
 
 
+def _replay_line(result: pytest.RunResult) -> str:
+    """The replay command of the first failed seeded test's report section."""
+    marker = "virtualtime: seed "
+    return next(line for line in result.outlines if line.startswith(marker))
+
+
 def test_a_failing_seed_prints_the_command_that_replays_it(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--virtualtime-seeds=8")
     outcomes = result.parseoutcomes()
@@ -118,26 +125,84 @@ def test_a_failing_seed_prints_the_command_that_replays_it(pytester: pytest.Pyte
     ]
     assert len(failed) == outcomes["failed"]
     seed = int(failed[0].split("seed=")[1].rstrip("]"))
-    command = f"pytest 'test_seeds.py::test_order[seed={seed}]' --virtualtime-seed={seed}"
-    # In the failure's report, and in the summary at the end.
-    result.stdout.fnmatch_lines(
-        [
-            "*- virtualtime -*",
-            f"virtualtime: seed {seed}, perturb=timers -- replay: {command}",
-        ]
-    )
-    result.stdout.fnmatch_lines(
-        [
-            "*= virtualtime seeds that failed =*",
-            f"test_seeds.py::test_order[seed={seed}]: seed {seed}, perturb=timers -- replay: "
-            f"{command}",
-        ]
+    # In the failure's report: the node id, the session's options (not its seeds), the seed.
+    line = _replay_line(result)
+    head = f"virtualtime: seed {seed}, perturb=timers -- replay: "
+    assert line.startswith(head)
+    words = shlex.split(line.removeprefix(head))
+    assert words[:2] == ["pytest", f"test_seeds.py::test_order[seed={seed}]"]
+    assert words[2 : 2 + len(BASE_ARGS)] == list(BASE_ARGS)
+    assert words[-2].startswith("--basetemp=")  # pytester's own option, carried too
+    assert words[-1] == f"--virtualtime-seed={seed}"
+    assert "--virtualtime-seeds=8" not in words
+    # And in the summary at the end.
+    summary = result.outlines.index(next(x for x in result.outlines if "seeds that failed" in x))
+    assert result.outlines[summary + 1] == (
+        f"test_seeds.py::test_order[seed={seed}]: {line.removeprefix('virtualtime: ')}"
     )
     # The command selects that test alone, and it fails the same way.
-    replayed = pytester.runpytest(*BASE_ARGS, f"test_seeds.py::test_order[seed={seed}]",
-                                  f"--virtualtime-seed={seed}")  # fmt: skip
+    replayed = pytester.runpytest(*words[1:])
     replayed.assert_outcomes(failed=1)
     replayed.stdout.fnmatch_lines([f"*the consumer came first under seed {seed}*"])
+
+
+def test_the_replay_command_keeps_what_made_the_test_virtual(pytester: pytest.Pytester) -> None:
+    tests = """
+    import asyncio
+    import pytest
+
+    @pytest.mark.asyncio
+    async def test_unmarked():
+        loop = asyncio.get_running_loop()
+        items = []
+
+        async def producer():
+            await asyncio.sleep(1)
+            items.append(1)
+
+        async def consumer():
+            await asyncio.sleep(1)
+            assert items, f"the consumer came first under seed {loop.seed}"
+
+        await asyncio.gather(producer(), consumer())
+    """
+    result = run(pytester, "--virtualtime", "--virtualtime-seeds", "8", tests=tests)
+    assert result.parseoutcomes()["failed"] >= 1
+    words = shlex.split(_replay_line(result).partition(" -- replay: ")[2])
+    assert "--virtualtime" in words
+    assert "8" not in words  # the value of --virtualtime-seeds went with it
+    seed = int(words[-1].removeprefix("--virtualtime-seed="))
+    replayed = pytester.runpytest(*words[1:])
+    replayed.assert_outcomes(failed=1)
+    replayed.stdout.fnmatch_lines([f"*the consumer came first under seed {seed}*"])
+
+
+def test_the_summary_is_printed_by_the_xdist_controller(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    tests = """
+    import pytest
+
+    @pytest.mark.asyncio
+    @pytest.mark.virtualtime
+    async def test_fails():
+        assert False, "always"
+    """
+    pytester.makeini(INI)
+    pytester.makepyfile(test_seeds=textwrap.dedent(tests))
+    args = list(BASE_ARGS)
+    at = args.index("no:xdist")
+    del args[at - 1 : at + 1]  # -p no:xdist: this one runs on xdist
+    result = pytester.runpytest(*args, "-n", "1", "--virtualtime-seeds=2")
+    result.assert_outcomes(failed=2)
+    summary = result.outlines.index(next(x for x in result.outlines if "seeds that failed" in x))
+    listed = sorted(result.outlines[summary + 1 : summary + 3])
+    for seed, line in enumerate(listed):
+        assert line.startswith(
+            f"test_seeds.py::test_fails[seed={seed}]: seed {seed}, perturb=timers -- replay: "
+            f"pytest 'test_seeds.py::test_fails[seed={seed}]' "
+        )
+        assert " -n 1 " in line
+        assert line.endswith(f" --virtualtime-seed={seed}")
 
 
 def test_one_seed_replays_it_alone(pytester: pytest.Pytester) -> None:
@@ -156,20 +221,30 @@ def test_the_seeded_test_sees_its_seed_perturb_and_entropy(pytester: pytest.Pyte
 
     from virtualtime.net._entropy import SeededEntropy
 
+    DRAWN = []
+
     @pytest.mark.asyncio
     @pytest.mark.virtualtime
-    async def test_seeded():
+    @pytest.mark.parametrize("n", [1, 2])
+    async def test_seeded(request, n):
         loop = asyncio.get_running_loop()
         assert (loop.seed, loop.perturb) == (6, "ready")
-        assert random.random() == random.Random(6).random()
+        assert random.random() == random.Random(6).random()  # random: the seed alone
         drawn = os.urandom(8)
-        with SeededEntropy(6):  # the stream of seed 6 from its start: the same bytes
+        DRAWN.append(drawn)
+        # os.urandom: the stream of seed 6 salted with the test's node id, from its start.
+        with SeededEntropy(6, salt=request.node.nodeid):
             assert os.urandom(8) == drawn
-        with SeededEntropy(7):
+        with SeededEntropy(6):
             assert os.urandom(8) != drawn
+        with SeededEntropy(7, salt=request.node.nodeid):
+            assert os.urandom(8) != drawn
+
+    def test_two_tests_under_one_seed_drew_different_bytes():
+        assert len(DRAWN) == len(set(DRAWN)) == 2
     """
     result = run(pytester, "--virtualtime-seed=6", "--virtualtime-perturb=ready", tests=tests)
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=3)
 
 
 def test_the_marks_perturb_wins_and_needs_a_seed_from_somewhere(
@@ -205,10 +280,12 @@ def test_a_pinned_failure_says_the_seed_is_the_marks(pytester: pytest.Pytester) 
     """
     result = run(pytester, tests=tests)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        ["virtualtime: seed 11 (the mark's), perturb=timers -- replay: pytest test_seeds.py::"
-         "test_pinned"]
-    )  # fmt: skip
+    line = _replay_line(result)
+    assert line.startswith(
+        "virtualtime: seed 11 (the mark's), perturb=timers -- replay: pytest "
+        "test_seeds.py::test_pinned -p no:cacheprovider "
+    )
+    assert "--virtualtime-seed" not in line  # the mark pins it
 
 
 def test_anyio_tests_get_the_seed_on_asyncio_and_run_on_trio(pytester: pytest.Pytester) -> None:
@@ -231,6 +308,32 @@ def test_anyio_tests_get_the_seed_on_asyncio_and_run_on_trio(pytester: pytest.Py
     result.assert_outcomes(passed=4)
     assert _has(result, "test_anyio[asyncio-seed=0] PASSED")
     assert _has(result, "test_anyio[trio-seed=1] PASSED")
+
+
+def test_a_failure_on_trio_gets_no_replay_command(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("trio")
+    tests = """
+    import pytest
+
+    @pytest.fixture(params=["asyncio", "trio"])
+    def anyio_backend(request):
+        return request.param
+
+    @pytest.mark.anyio
+    @pytest.mark.virtualtime
+    async def test_anyio(anyio_backend):
+        assert False, anyio_backend
+    """
+    result = run(pytester, "--virtualtime-seed=3", tests=tests)
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*= virtualtime seeds that failed =*",
+            "test_seeds.py::test_anyio?asyncio-seed=3?: seed 3, perturb=timers -- replay: pytest*",
+            "test_seeds.py::test_anyio?trio-seed=3?: seed 3, on trio -- no replay: the seed fixed "
+            "only random and os.urandom, not trio's own schedule*",
+        ]
+    )
 
 
 def test_a_shared_loop_cannot_take_each_tests_seed(pytester: pytest.Pytester) -> None:

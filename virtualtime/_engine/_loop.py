@@ -295,11 +295,11 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         made ready side by side in one loop round run (only tasks' steps and wake-ups move,
         past each other only: asyncio's own callbacks keep their places, and the FIFO order
         asyncio relies on; a task started just before ``await asyncio.sleep(0)`` may then
-        run after the sleeper wakes).  The simulated network (:mod:`virtualtime.net`) draws
-        its jitter and losses from the same seed.  Use it to hunt ordering bugs under many
-        seeds (``virtualtime.explore``, ``pytest --virtualtime-seeds``) and to replay the
-        one that failed; None keeps the FIFO order below.  ``perturb="ready"`` needs a
-        seed.  See :attr:`seed`.
+        run after the sleeper wakes).  A ``Network()`` without a seed of its own
+        (:mod:`virtualtime.net`) draws its jitter and losses from the loop's seed.  Use it
+        to hunt ordering bugs under many seeds (``virtualtime.explore``,
+        ``pytest --virtualtime-seeds``) and to replay the one that failed; None keeps the
+        FIFO order below.  ``perturb="ready"`` needs a seed.  See :attr:`seed`.
 
     Ordering guarantee: timers due at the same virtual instant run in order of priority
     (smaller first; ``call_later(..., priority=p)``, :func:`virtualtime.sleep`), then first

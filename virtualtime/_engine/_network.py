@@ -6,7 +6,18 @@ for the names and addresses of its own hosts (and for the simulated sockets and 
 made), leaving everything else -- ``127.0.0.1``, a real redis-server, a real PostgreSQL -- to
 the stock methods, as outside work.  The engine knows nothing of hosts or links: it only
 defines this seam (:class:`NetworkSeam`, the methods a world provides) and routes through it.
-With no world attached, each method costs one attribute test more than the stock one.
+
+What routing costs a loop with no world.  A routed method is a coroutine of its own that
+tests ``self._vt_net`` and then awaits the stock method, found through ``super()``: each call
+costs one more coroutine frame, a ``super()`` lookup and an attribute test than the stock
+method alone -- measured at about 1.5 microseconds per ``sock_sendall`` + ``sock_recv`` pair
+on a socketpair (4.3 to 5.9), small beside the system calls a real socket makes.  Two cheaper
+shapes were left on purpose.  Binding the stock method once per class would miss a patch of
+the stock loop's class made later (``mock.patch.object(asyncio.BaseEventLoop,
+"getaddrinfo", ...)``, a common way to fake DNS in a test), which ``super()`` on each call
+honours.  A plain method returning the stock coroutine would save the frame, but would no
+longer be a coroutine function (``inspect.iscoroutinefunction``, and ``AsyncMock`` under
+``autospec``, tell the difference).
 
 Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """

@@ -267,6 +267,10 @@ def _is_task_step(handle: Any) -> bool:
     A C task schedules its step as a ``TaskStepMethWrapper`` and its wake-up as a bound
     builtin, a pure-Python task as bound methods: each has the task as ``__self__``.
     """
+    # asyncio-private: ``Handle._callback`` is the callback a handle runs, and that a task's
+    # step and wake-up callbacks carry the task as ``__self__`` is how asyncio happens to
+    # build them (C and pure-Python tasks alike), not a documented promise.  Canaries in
+    # tests/test_canaries.py check both, and that asyncio.tasks._PyTask still exists.
     return isinstance(getattr(getattr(handle, "_callback", None), "__self__", None), _TASK_TYPES)
 
 

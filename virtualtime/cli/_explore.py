@@ -45,7 +45,8 @@ examples:
   virtualtime explore tests/scenarios.py:election --seeds 200 --check-determinism
 
 exit status: 0 no seed failed, 1 some seed failed (each is listed with its replay line),
-2 bad command line or a scenario that cannot be loaded, 130 interrupted.
+2 bad command line, a scenario that cannot be loaded, or a --trace that could not be
+written (of a run that passed), 130 interrupted.
 """
 
 
@@ -157,6 +158,23 @@ def command_explore(args: argparse.Namespace) -> int:
     if args.keep is not None and args.check_determinism:
         _error("explore: --keep replays one run; it does not combine with --check-determinism")
         return EXIT_USAGE
+    if args.seed is not None:
+        clash = [
+            flag
+            for flag, given in (
+                ("--shrink", args.shrink),
+                ("--processes", args.processes is not None),
+                ("--max-failures", args.max_failures is not None),
+            )
+            if given
+        ]
+        if clash:
+            _error(
+                f"explore: --seed S replays one seed; {', '.join(clash)} "
+                f"{'is' if len(clash) == 1 else 'are'} for exploring many (--seeds N): drop "
+                f"{'it' if len(clash) == 1 else 'them'}, or give --seeds"
+            )
+            return EXIT_USAGE
     try:
         main = load_target(args.scenario)
     except (VirtualTimeError, ImportError, SyntaxError, OSError) as exc:
@@ -182,7 +200,7 @@ def command_explore(args: argparse.Namespace) -> int:
 
 
 def _replay(main: Callable[[], Any], args: argparse.Namespace) -> int:
-    from ..net._replay import replay
+    from ..net._replay import replay_run
     from ..net._runs import NotAScenarioError
 
     kept = ""
@@ -190,24 +208,25 @@ def _replay(main: Callable[[], Any], args: argparse.Namespace) -> int:
         kept = f", keeping deviation{'s' if len(args.keep) != 1 else ''} "
         kept += ",".join(map(str, sorted(args.keep))) or "none"
     where = f"seed {args.seed} (perturb={args.perturb}{kept})"
-    try:
-        result = replay(main, args.seed, keep=args.keep, perturb=args.perturb, trace=args.trace)
-    except NotAScenarioError:
-        raise  # a usage error, told by the caller
-    except (Exception, asyncio.CancelledError) as exc:
+    done = replay_run(main, args.seed, keep=args.keep, perturb=args.perturb, trace=args.trace)
+    exc = done.error
+    if exc is not None:
+        if isinstance(exc, NotAScenarioError) or not isinstance(
+            exc, (Exception, asyncio.CancelledError)
+        ):
+            raise exc  # a usage error, or an interrupt: told by the caller
         _flush(sys.stdout)
         if not args.quiet:
             from ._run import _script_traceback  # the scenario's frames, not virtualtime's
 
             print(_script_traceback(exc), end="", file=sys.stderr)
         print(f"{args.scenario}: {where} failed: {type(exc).__name__}: {exc}", flush=True)
-        _trace_written(args.trace)
+        _trace_told(args.trace, done.trace_error)
         return EXIT_ERROR
-    shown = repr(result)
+    shown = repr(done.result)
     shown = shown if len(shown) <= 200 else shown[:197] + "..."
     print(f"{args.scenario}: {where} passed (returned {shown})", flush=True)
-    _trace_written(args.trace)
-    return EXIT_OK
+    return EXIT_OK if _trace_told(args.trace, done.trace_error) else EXIT_USAGE
 
 
 def _explore(main: Callable[[], Any], args: argparse.Namespace) -> int:
@@ -243,10 +262,35 @@ def _explore(main: Callable[[], Any], args: argparse.Namespace) -> int:
     if not failures and args.trace is not None:
         print("virtualtime: no seed failed: no trace written", file=sys.stderr, flush=True)
     if failures and args.trace is not None:
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            failures[0].rerun(trace=args.trace)  # fails again: the trace shows how
-        _trace_written(args.trace)
+        _trace_first(main, failures[0], args.trace)
     return EXIT_ERROR if failures else EXIT_OK
+
+
+def _trace_first(main: Callable[[], Any], first: Any, trace: str) -> None:
+    """Run the first failure again under the trace recorder (it fails again: the trace shows
+    how); say where the trace went -- and when that run passed after all."""
+    from ..net._replay import replay_run
+
+    done = replay_run(main, first.seed, keep=first.keep, perturb=first.perturb, trace=trace)
+    error = done.error
+    if error is not None and not isinstance(error, (Exception, asyncio.CancelledError)):
+        raise error  # an interrupt: told by the caller
+    if error is None:
+        from ..net._entropy import hash_seed
+
+        if first.kind == "nondeterministic":
+            why = "two runs of it differ: this one passed"
+        elif first.hash_seed is not None and first.hash_seed != hash_seed():
+            why = f"it failed under PYTHONHASHSEED={first.hash_seed}, which this process lacks"
+        else:
+            why = "the run is not a function of its seed: try --check-determinism"
+        print(
+            f"virtualtime: seed {first.seed} passed when run again for the trace ({why}): "
+            "the trace shows that passing run",
+            file=sys.stderr,
+            flush=True,
+        )
+    _trace_told(trace, done.trace_error)
 
 
 def _with_failures(found: Any, failures: list[Any]) -> Any:
@@ -255,9 +299,15 @@ def _with_failures(found: Any, failures: list[Any]) -> Any:
     return dataclasses.replace(found, failures=tuple(failures))
 
 
-def _trace_written(trace: str | None, stream: IO[str] | None = None) -> None:
-    if trace is not None:
-        print(f"virtualtime: trace written to {trace}", file=stream or sys.stderr, flush=True)
+def _trace_told(trace: str | None, error: BaseException | None) -> bool:
+    """Say whether the trace was written (to stderr); True unless writing it failed."""
+    if trace is None:
+        return True
+    if error is not None:
+        _error(f"explore: the trace was not written to {trace}: {type(error).__name__}: {error}")
+        return False
+    print(f"virtualtime: trace written to {trace}", file=sys.stderr, flush=True)
+    return True
 
 
 def _flush(stream: IO[str]) -> None:

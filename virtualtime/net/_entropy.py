@@ -11,7 +11,17 @@ seed.  :class:`SeededEntropy` takes the first two in hand for the length of one 
   back as it was afterwards, so the code around the run does not notice); its module
   functions (``random.random``, ``randint``, ``choice``, ``shuffle``...) are counted;
 * ``os.urandom`` -- and with it ``uuid.uuid4``, :mod:`secrets` and ``random.SystemRandom``,
-  which read it -- returns a stream drawn from the seed, and is counted.
+  which read it -- returns a stream drawn from the seed (and a *salt*, see below), and is
+  counted.
+
+Whose stream.  :func:`virtualtime.net.explore` runs one scenario under many seeds: each run's
+``os.urandom`` stream is drawn from the run's seed alone, so a seed's run draws the same bytes
+whenever (and in whichever process) it runs.  The pytest plugin runs *many tests* under one
+seed: there the stream is salted with the test's node id, so that two tests under seed 0 do
+not draw the same ``uuid4()`` values (two tests that share a database would collide on their
+keys), and each test still draws the same bytes under its seed every time it runs.  The
+:mod:`random` module is seeded with the seed alone in both (``random.seed(seed)``, as one
+would write it by hand).
 
 What cannot be seeded from inside a process is reported instead: ``PYTHONHASHSEED``.  With
 hash randomization on (the variable unset, or ``random``), ``hash()`` of a ``str`` or
@@ -106,16 +116,21 @@ class SeededEntropy:
 
     Use it around one run of a scenario to make the run a function of its seed: the
     :mod:`random` module is seeded as ``random.seed(seed)``, and ``os.urandom`` (so
-    ``uuid.uuid4``, :mod:`secrets`, ``random.SystemRandom``) returns bytes drawn from the seed.
+    ``uuid.uuid4``, :mod:`secrets`, ``random.SystemRandom``) returns bytes drawn from the seed
+    and ``salt`` (give each of many programs run under one seed a salt of its own).
     Everything is put back on exit, the generator's state included.  :attr:`calls` counts what
     the block drew from each source (see :data:`SOURCES`).  Blocks nest (each puts back what it
     found); they are process-wide, not per thread.
     """
 
-    __slots__ = ("_random_state", "_saved", "_seeded_state", "calls", "seed")
+    __slots__ = ("_random_state", "_saved", "_seeded_state", "calls", "salt", "seed")
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, salt: str = "") -> None:
         self.seed = seed
+        self.salt = salt
+        """Mixed into the ``os.urandom`` stream's seed (not :mod:`random`'s): a test's node id
+        under pytest, so that tests under one seed draw different bytes; empty for a run of
+        :func:`~virtualtime.net.explore`, whose stream is its seed's alone."""
         self.calls: dict[str, int] = dict.fromkeys(SOURCES, 0)
         """How many times the block drew from each source (a key of :data:`SOURCES`)."""
         self._saved: list[tuple[object, str, object]] = []
@@ -129,12 +144,14 @@ class SeededEntropy:
         calls = self.calls
         for name in _DRAWS:
             self._patch(random, name, _counted(getattr(random, name), calls, RANDOM))
-        stream = random.Random(f"virtualtime os.urandom {self.seed}")
+        salted = f" {self.salt}" if self.salt else ""
+        stream = random.Random(f"virtualtime os.urandom {self.seed}{salted}")
         urandom = _seeded_urandom(stream, calls)
         self._patch(os, "urandom", urandom)
-        # random.SystemRandom (and so secrets) reads os.urandom through the name random bound
-        # at import, ``random._urandom``: a private name of the standard library, replaced for
-        # the block so that secrets.token_hex() is seeded too.
+        # stdlib-private: random.SystemRandom (and so secrets) reads os.urandom through the
+        # name random bound at import, ``random._urandom`` (SystemRandom.random/getrandbits
+        # call it); replaced for the block so that secrets.token_hex() is seeded too.  A
+        # canary test (test_canaries.py) checks that SystemRandom still draws through it.
         if hasattr(random, "_urandom"):
             self._patch(random, "_urandom", urandom)
         return self

@@ -29,7 +29,8 @@ more interleavings (and costs a little more per round).
 
 The seed decides the rest of what the program draws, too: during each run the :mod:`random`
 module is seeded with the run's seed and ``os.urandom`` (so ``uuid.uuid4`` and
-:mod:`secrets`) returns bytes drawn from it (see :mod:`virtualtime.net._entropy`); the
+:mod:`secrets`) returns bytes drawn from that seed alone, the same in any process (see
+:mod:`virtualtime.net._entropy`; the pytest plugin salts each test's stream); the
 :class:`Exploration` reports which of these sources the runs reached.  What cannot be seeded
 -- a module-level counter that outlives a run, a set ordered by ``id()``, a real clock read
 -- makes two runs of one seed differ: ``check_determinism=True`` runs each seed twice and
@@ -45,12 +46,13 @@ tests/layout.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import shlex
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from .._options import Perturb
@@ -418,7 +420,9 @@ def explore(
     module-level function); the failures are the same as in this process, given a fixed
     ``PYTHONHASHSEED``.  ``max_failures`` stops after that many failures (the first ones in
     seed order).  Loop options (``start``, ``patch_time``, ``deadlock_timeout``...) are
-    passed to every run.
+    passed to every run.  A :func:`virtualtime.configure` block around the exploration
+    reaches every run with its options and hooks, except ``seed`` and ``perturb``: each run's
+    own win (the run's loop is built under them, innermost).
     """
     scenario = make_scenario(main, loop_options, "explore()")
     seed_list = check_seeds(seeds)
@@ -448,15 +452,24 @@ def explore(
     failures: list[Failure] = []
     totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
     ran = 0
-    for result, nondeterminism in outcomes:
-        ran += 1
-        add_counts(totals, dict(result.entropy))
-        if nondeterminism is not None or result.error is not None:
-            failures.append(
-                _failure(scenario, result, perturb, None, hash_seed_used, nondeterminism)
-            )
-            if limit is not None and len(failures) >= limit:
-                break
+    try:
+        for result, nondeterminism in outcomes:
+            ran += 1
+            add_counts(totals, dict(result.entropy))
+            if nondeterminism is not None or result.error is not None:
+                failures.append(
+                    _failure(scenario, result, perturb, None, hash_seed_used, nondeterminism)
+                )
+                if limit is not None and len(failures) >= limit:
+                    break
+    except KeyboardInterrupt as interrupt:
+        # Interrupted here, between two outcomes: the pool of workers hears of it (it then
+        # stops at once rather than wait for the chunks running), and the interrupt goes on.
+        with contextlib.suppress(KeyboardInterrupt):
+            outcomes.throw(interrupt)
+        raise
+    finally:
+        outcomes.close()  # the pool is shut down now, not when the generator is collected
     calls, runs = totals
     report = EntropyReport(
         {**dict.fromkeys(SOURCES, 0), **calls},
@@ -501,7 +514,7 @@ def _explore_here(
     options: tuple[tuple[str, Any], ...],
     check: bool,
     limit: int | None,
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     given = dict(options)
     failed = 0
     for seed in seeds:
@@ -534,7 +547,7 @@ def _explore_in_processes(
     limit: int | None,
     workers: int,
     hash_seed: str,
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     load_target(target)  # a scenario that cannot be loaded fails here, not in every worker
     size = max(1, min(50, math.ceil(len(seeds) / (workers * 4))))
     chunks = [seeds[i : i + size] for i in range(0, len(seeds), size)]

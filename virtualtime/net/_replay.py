@@ -12,17 +12,17 @@ tests/layout.py).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
 from .._engine._loop import VirtualEventLoop
-from .._engine._runner import run
 from .._options import Perturb
 from .._shared._errors import InvalidTypeError, InvalidValueError
 from .._shared._time import shown
-from ._runs import call_main, seeded
+from ._runs import call_main, run_seeded, seeded
 from ._scenario import (
     check_keep,
     check_perturb,
@@ -32,7 +32,7 @@ from ._scenario import (
     scenario,
 )
 
-__all__ = ["check_trace", "replay"]
+__all__ = ["Replayed", "check_trace", "replay", "replay_run", "trace_note"]
 
 _TRACE_HISTORY: Final = 1_000_000
 _PICTURES: Final = (".png", ".svg", ".pdf")
@@ -84,7 +84,59 @@ def replay(
     and the loop options must be the exploration's.  ``trace`` records the run with the
     trace recorder and writes it when the run ends, failed or not: a path ending ``.json``
     gets a Chrome trace (open it in https://ui.perfetto.dev), ``.png``/``.svg``/``.pdf`` a
-    timeline picture (needs matplotlib).
+    timeline picture (needs matplotlib).  Should writing the trace fail, a failed run still
+    raises its own exception, with a note saying why the trace is missing; a run that
+    returned raises the writing's error.
+    """
+    done = replay_run(main, seed, keep=keep, perturb=perturb, trace=trace, **loop_options)
+    return done.outcome()
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    """One replayed run: what it returned or raised, and what became of its trace.
+
+    ``error`` is what the run raised (None: it returned ``result``); ``trace_error`` what
+    writing the trace raised (None: written, or no trace asked for).  :func:`replay` turns it
+    into a return or a raise; the command line reads both facts (``virtualtime explore``
+    says "passed" or "failed", and whether the trace was written).
+    """
+
+    result: Any
+    error: BaseException | None
+    trace_error: Exception | None
+
+    def outcome(self) -> Any:
+        """``result``; or raise ``error`` (noting a trace that was not written), else
+        ``trace_error``."""
+        error, trace_error = self.error, self.trace_error
+        if error is not None:
+            if trace_error is not None:
+                error.add_note(trace_note(trace_error))
+            raise error
+        if trace_error is not None:
+            raise trace_error
+        return self.result
+
+
+def trace_note(error: BaseException) -> str:
+    """The note a failed run's exception gets when its trace could not be written."""
+    return f"virtualtime: the replay's trace was not written: {type(error).__name__}: {error}"
+
+
+def replay_run(
+    main: Callable[[], Any],
+    seed: int,
+    *,
+    keep: Iterable[int] | None = None,
+    perturb: Perturb = "timers",
+    trace: str | os.PathLike[str] | None = None,
+    **loop_options: Any,
+) -> Replayed:
+    """:func:`replay`, with the run's outcome and the trace's kept apart (see :class:`Replayed`).
+
+    Every exception of the run is caught into ``error``, ``KeyboardInterrupt`` included (the
+    trace is written first); only bad arguments raise.
     """
     played = scenario(main, loop_options, "replay()")
     seed = check_seed(seed)
@@ -94,9 +146,12 @@ def replay(
     not_in_a_loop("replay()")
     options = played.options_dict()
     if path is None:
-        with seeded(seed, kept):
-            return run(call_main(main), seed=seed, perturb=perturb, **options)
-    from ..trace import TraceRecorder, plot_trace
+        try:
+            with seeded(seed, kept):
+                return Replayed(run_seeded(call_main(main), seed, perturb, options), None, None)
+        except BaseException as exc:
+            return Replayed(None, exc, None)
+    from ..trace import TraceRecorder
 
     options["history"] = max(options.get("history") or 0, _TRACE_HISTORY)
     recorder = TraceRecorder()
@@ -114,22 +169,30 @@ def replay(
         )
         recorder.forget(loop)
 
-    outcome = "returned"
+    result: Any = None
+    error: BaseException | None = None
     try:
         with recorder, seeded(seed, kept, closing):
-            return run(call_main(main), seed=seed, perturb=perturb, **options)
+            result = run_seeded(call_main(main), seed, perturb, options)
+        outcome = "returned"
     except BaseException as exc:
+        error = exc
         outcome = f"raised {type(exc).__name__}: {exc}"
-        raise
-    finally:
-        kept_text = "" if kept is None else f", keep {keep_text(kept)}"
-        title = f"{played.name}: seed {seed} (perturb={perturb}{kept_text}): {outcome}"
-        if len(title) > 160:
-            title = title[:157] + "..."
-        document = recorder.trace(scenario=played.name, seed=seed, outcome=outcome)
-        if path.suffix.lower() == ".json":
-            from ..trace import write_trace
+    kept_text = "" if kept is None else f", keep {keep_text(kept)}"
+    title = f"{played.name}: seed {seed} (perturb={perturb}{kept_text}): {outcome}"
+    if len(title) > 160:
+        title = title[:157] + "..."
+    try:
+        _write(recorder.trace(scenario=played.name, seed=seed, outcome=outcome), path, title)
+    except Exception as exc:  # a failed write is told, never in place of the run's outcome
+        return Replayed(result, error, exc)
+    return Replayed(result, error, None)
 
-            write_trace(document, path)
-        else:
-            plot_trace(document, path, title=title)
+
+def _write(document: Any, path: Path, title: str) -> None:
+    from ..trace import plot_trace, write_trace
+
+    if path.suffix.lower() == ".json":
+        write_trace(document, path)
+    else:
+        plot_trace(document, path, title=title)

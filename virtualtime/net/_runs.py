@@ -5,9 +5,19 @@ scenario for a fresh coroutine and runs it with :func:`virtualtime.run` under th
 (``seed=``, ``perturb=``), inside :class:`~virtualtime.net._entropy.SeededEntropy` (so
 ``random`` and ``os.urandom`` draw from the seed too) and, when shrinking, inside
 :func:`~virtualtime._engine._seeding.replaying` (only some of the seed's deviations kept).
-The loops the run creates are watched through :func:`virtualtime.configure`'s ``on_close``,
-which reads each one's :class:`~virtualtime._engine._seeding.Chooser` (how many decisions,
-which deviated) -- and, when asked, its *fingerprint*.
+The loops the run creates are watched through :func:`virtualtime.configure`'s ``on_close``
+(for the *fingerprint*, when asked); the run's decisions (how many, which deviated) are read
+from the :class:`~virtualtime._engine._seeding.Chooser` of the run's own loop -- the one
+:func:`run_seeded` built for ``main()`` -- never from another loop the scenario made.
+
+The run's seed wins
+-------------------
+A :func:`virtualtime.configure` layer's options win over a loop's own, so around an
+exploration (``with virtualtime.configure(seed=1): explore(main)``) every run would be
+seed 1's, and each failure labelled with a seed it did not run.  :func:`run_seeded` builds
+the run's loop under one more layer, innermost, holding the run's ``seed`` and ``perturb``
+-- active only while that one loop is built: the other layers' options still apply to it,
+and loops the scenario makes for itself (a helper's own ``virtualtime.run``) keep theirs.
 
 The fingerprint of a run
 ------------------------
@@ -37,7 +47,6 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any, Final
 
 from .._engine._loop import VirtualEventLoop
-from .._engine._runner import run
 from .._engine._seeding import replaying, timer_number
 from .._options import Perturb, configure
 from .._shared._errors import InvalidTypeError
@@ -52,6 +61,7 @@ __all__ = [
     "call_main",
     "difference",
     "run_seed",
+    "run_seeded",
     "seeded",
 ]
 
@@ -90,8 +100,8 @@ class RunResult:
     """What one run came to (picklable: it crosses from worker processes).
 
     ``error`` is None when the scenario returned; ``decisions`` and ``deviations`` are those
-    of the run's (first) seeded loop; ``fingerprint`` is set when one was asked for, as
-    ``(what, text)`` pairs; ``entropy`` counts the draws from each entropy source.
+    of the run's own loop (the one ``main()`` ran on); ``fingerprint`` is set when one was
+    asked for, as ``(what, text)`` pairs; ``entropy`` counts the draws from each source.
     """
 
     seed: int
@@ -122,10 +132,11 @@ def run_seed(
     run as it closes (the trace recorder of a replay uses it).
     """
     loops: list[_Seen] = []
+    own: list[VirtualEventLoop] = []
 
     def closing(loop: object) -> None:
         if isinstance(loop, VirtualEventLoop):
-            loops.append(_Seen.of(loop, fingerprint, len(loops)))
+            loops.append(_Seen.of(loop, fingerprint))
             if on_close is not None:
                 on_close(loop)
 
@@ -137,13 +148,14 @@ def run_seed(
     with seeded(seed, keep, closing) as entropy:
         coro = call_main(main)
         try:
-            result = run(coro, seed=seed, perturb=perturb, **given)
+            result = run_seeded(coro, seed, perturb, given, made=own.append)
         except (Exception, asyncio.CancelledError) as exc:
             error = RunError.of(exc)
             outcome = f"raised {error.name}: {error.message}"
         else:
             outcome = f"returned {_repr(result)}" if fingerprint else ""
-    first = loops[0] if loops else _Seen(0, (), ())
+    # The run's own loop, closed by now; its chooser is still there to read.
+    mine = _Seen.of(own[0], False) if own else _Seen(0, (), ())
     prints: tuple[tuple[str, str], ...] | None = None
     if fingerprint:
         names = _Names()
@@ -156,12 +168,39 @@ def run_seed(
     return RunResult(
         seed,
         error,
-        first.decisions,
-        first.deviations,
+        mine.decisions,
+        mine.deviations,
         tuple(sorted(entropy.calls.items())),
         prints,
         outcome,
     )
+
+
+def run_seeded(
+    coro: Coroutine[Any, Any, Any],
+    seed: int,
+    perturb: Perturb,
+    options: Mapping[str, Any],
+    *,
+    made: Callable[[VirtualEventLoop], object] | None = None,
+) -> Any:
+    """``virtualtime.run(coro, seed=seed, perturb=perturb, **options)``, the run's seed winning.
+
+    The run's loop is built under an innermost :func:`~virtualtime.configure` layer holding
+    ``seed`` and ``perturb`` (see the module: "The run's seed wins"), then run as
+    :func:`virtualtime.run` runs it; ``made(loop)`` is told which loop that is before it
+    runs.  On an error building the loop, ``coro`` is closed (no "never awaited" warning).
+    """
+    try:
+        with configure(seed=seed, perturb=perturb):
+            loop = VirtualEventLoop(**options)
+    except BaseException:
+        coro.close()
+        raise
+    if made is not None:
+        made(loop)
+    with asyncio.Runner(loop_factory=lambda: loop) as runner:
+        return runner.run(coro)
 
 
 @contextlib.contextmanager
@@ -228,7 +267,7 @@ class _Seen:
     prints: tuple[tuple[str, str], ...]
 
     @classmethod
-    def of(cls, loop: VirtualEventLoop, fingerprint: bool, index: int) -> _Seen:
+    def of(cls, loop: VirtualEventLoop, fingerprint: bool) -> _Seen:
         chooser = getattr(loop, "_vt_chooser", None)
         decisions = 0 if chooser is None else chooser.decisions
         deviations = () if chooser is None else tuple(chooser.deviations)

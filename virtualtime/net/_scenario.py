@@ -146,7 +146,13 @@ def keep_text(keep: frozenset[int]) -> str:
 
 
 class WorkerPool:
-    """A pool of spawned workers whose ``PYTHONHASHSEED`` is ``hash_seed``."""
+    """A pool of spawned workers whose ``PYTHONHASHSEED`` is ``hash_seed``.
+
+    ``with WorkerPool(n, seed) as executor:`` -- the variable is set for the pool's life (each
+    worker reads it when it starts) and put back afterwards, also when the pool fails to
+    start.  Leaving the block cancels the work not started and waits for the work running,
+    except on ``KeyboardInterrupt``: then it returns at once.
+    """
 
     def __init__(self, workers: int, hash_seed: str | None) -> None:
         self._workers = workers
@@ -160,18 +166,32 @@ class WorkerPool:
         self._saved = os.environ.get("PYTHONHASHSEED")
         if self._hash_seed is not None:
             os.environ["PYTHONHASHSEED"] = self._hash_seed
-        import multiprocessing  # only here: importing it is not free (and not for the loop thread)
+        try:
+            import multiprocessing  # only here: importing it is not free
 
-        context = multiprocessing.get_context("spawn")
-        self._executor = concurrent.futures.ProcessPoolExecutor(self._workers, mp_context=context)
+            context = multiprocessing.get_context("spawn")
+            self._executor = concurrent.futures.ProcessPoolExecutor(
+                self._workers, mp_context=context
+            )
+        except BaseException:  # no pool: __exit__ will not run, so put the variable back here
+            self._restore()
+            raise
         return self._executor
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        # Pending work is cancelled; the work running is waited for -- except after Ctrl-C,
+        # when the user wants the prompt back, not the end of every worker's chunk.
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
         try:
             if self._executor is not None:
-                self._executor.shutdown(wait=True, cancel_futures=True)
+                self._executor.shutdown(wait=not interrupted, cancel_futures=True)
         finally:
-            if self._saved is None:
-                os.environ.pop("PYTHONHASHSEED", None)
-            else:
-                os.environ["PYTHONHASHSEED"] = self._saved
+            self._restore()
+
+    def _restore(self) -> None:
+        if self._saved is None:
+            os.environ.pop("PYTHONHASHSEED", None)
+        else:
+            os.environ["PYTHONHASHSEED"] = self._saved

@@ -7,8 +7,18 @@ module inside a package (it may use relative imports) or one in the current fold
 file's path, ``tests/scenarios.py:main``, which loads whatever ``sys.path`` holds -- or says
 None for a lambda, a closure, a ``functools.partial`` or a function typed at the prompt.
 :func:`load_target` turns such a name back into the function: it imports the module (with the
-current folder on ``sys.path``, as ``python -m`` does) or loads the file under a name of its
-own, so that its ``if __name__ == "__main__":`` block does not run.
+current folder on ``sys.path``, as ``python -m`` does) or loads the file.
+
+A file is loaded once, and under a private module name (``_virtualtime_scenario_<crc>_<stem>``):
+its ``if __name__ == "__main__":`` block does not run, and a file ``tests/json.py`` never
+takes the place of the real ``json`` for the code that imports it later.  A file already
+imported is not loaded again -- the module a test imported it as, the script being run
+(``__main__``, so its top level does not run twice in the process that explores), and in a
+spawned worker process the copy of that script multiprocessing made (``__mp_main__``).  A
+sibling module that imports the scenario file by its plain name gets a copy of its own
+(module-level state is then not shared with the loaded one); its folder goes at the *end*
+of ``sys.path``, where it hides no other module.  :func:`target_of` names a
+function of such a privately loaded file by the file's path, so replay lines stay pasteable.
 
 Part of ``net``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trace`` (see
 tests/layout.py).
@@ -20,6 +30,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +41,10 @@ from .._shared._time import shown
 __all__ = ["load_target", "target_of"]
 
 _FORM: Final = "a scenario is 'module:function' or 'path/to/file.py:function'"
+_PRIVATE: Final = "_virtualtime_scenario_"
+"""The start of the module name a scenario file is loaded under."""
+_MAINS: Final = ("__main__", "__mp_main__")
+"""The names of the script being run (``__mp_main__``: its copy in a spawned worker)."""
 
 
 def _lookup(owner: Any, qualname: str) -> Any:
@@ -55,12 +70,13 @@ def target_of(main: Callable[..., Any]) -> str | None:
     file = getattr(module, "__file__", None)
     spec = getattr(module, "__spec__", None)
     here = file is not None and Path(file).parent.resolve() == Path.cwd()
-    if module_name != "__main__" and spec is not None and (spec.parent or here):
+    private = module_name.startswith(_PRIVATE) or module_name in _MAINS
+    if not private and spec is not None and (spec.parent or here):
         return f"{module_name}:{qualname}"
     if not isinstance(file, str) or not file.endswith(".py"):
         # Neither a file nor a package member: a module importable by name (a C module, a
         # zip import) -- or nothing another process can find.
-        return None if module_name == "__main__" else f"{module_name}:{qualname}"
+        return None if private else f"{module_name}:{qualname}"
     # Shown as the user reaches it: relative to the working directory when it lies below it,
     # through the same links (an absolute path with links resolved names a place the user
     # never typed).
@@ -111,22 +127,22 @@ def _load_file(where: str) -> Any:
     path = Path(os.path.abspath(where))
     if not path.is_file():
         raise InvalidValueError(f"scenario file {shown(where)} does not exist")
-    name = path.stem if path.stem.isidentifier() else "_scenario"
-    existing = sys.modules.get(name)
-    if existing is not None:
-        known = getattr(existing, "__file__", None)
-        if known is not None and Path(known).resolve() == path.resolve():
-            return existing
-        name = f"_virtualtime_scenario_{abs(hash(str(path))):x}_{name}"
-        existing = sys.modules.get(name)
-        if existing is not None:
+    real = path.resolve()
+    stem = path.stem if path.stem.isidentifier() else "scenario"
+    name = f"{_PRIVATE}{zlib.crc32(str(real).encode()):08x}_{stem}"
+    for known in (name, path.stem, *_MAINS):  # already imported: not run a second time
+        existing = sys.modules.get(known)
+        file = getattr(existing, "__file__", None)
+        if isinstance(file, str) and Path(file).resolve() == real:
             return existing
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise InvalidValueError(f"cannot load a scenario from {shown(where)}")
     folder = str(path.parent)
     if folder not in sys.path:
-        sys.path.insert(0, folder)  # its sibling modules import, as under python file.py
+        # Its sibling modules import, as under ``python file.py`` -- but from the end of the
+        # path, so that the file's folder never hides a real module of the same name.
+        sys.path.append(folder)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

@@ -136,7 +136,6 @@ from ._hooks import pytest_runtest_makereport as pytest_runtest_makereport
 from ._hooks import pytest_runtest_protocol as pytest_runtest_protocol
 from ._hooks import pytest_runtest_setup as pytest_runtest_setup
 from ._hooks import pytest_runtest_teardown as pytest_runtest_teardown
-from ._hooks import pytest_terminal_summary as pytest_terminal_summary
 from ._hooks import pytest_unconfigure as pytest_unconfigure
 from ._seeds import _virtualtime_seed as _virtualtime_seed
 from ._settings import DEFAULT_MAX_TIME

@@ -6,7 +6,10 @@ Owns every ``pytest_*`` function pytest calls on the plugin: the options and ini
 set-up with its checks (a virtual test nobody runs, a synchronous test, looptime on the same
 test), the protocol around anyio tests, the call under the horizon watch, the deadlock report
 and teardown.  Each hook is a short dispatcher to the module that holds the work; pytest finds
-them because the plugin's face imports them (the face is the ``pytest11`` entry point).
+them because the plugin's face imports them (the face is the ``pytest11`` entry point).  The
+one exception is the summary of the seeds that failed: ``_seeds.FailedSeeds``, a plugin
+object ``pytest_configure`` registers, which reads the reports as they are logged (so that
+under pytest-xdist the controller has them).
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
 ``net``, ``api`` (see tests/layout.py).
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Generator
-from typing import Any
 
 import pytest
 
@@ -30,10 +32,10 @@ from ._deadlocks import _deadlock_of, _settings_or_none, deadlock_report
 from ._seeds import (
     parametrize,
     plan_of,
+    register,
     report_failure,
     seed_options,
     seeded_test,
-    terminal_summary,
 )
 from ._settings import (
     _MARKER_HELP,
@@ -127,6 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}{_MARKER_HELP[len(MARKER) :]}")
     _default_max_time(config)  # a bad --virtualtime-max-time is a usage error at once
     _command_line_seeds(config)  # and so is giving both --virtualtime-seeds and -seed
+    register(config)  # the summary of the seeds that failed
     if _global_switch(config):
         state = _factories(config)
         if state.usable:
@@ -324,10 +327,6 @@ def pytest_runtest_makereport(
         return report
     report.longrepr = deadlock_report(error)
     return report
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    terminal_summary(terminalreporter, config)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:

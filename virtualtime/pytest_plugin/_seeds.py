@@ -10,8 +10,10 @@ do, and what a ``seed=`` on the mark adds to the loop option it already is:
   test.  A test whose mark sets ``seed=`` keeps that seed (the mark wins, as for every
   option): it is pinned, typically as the regression test of a seed that once failed.
   ``--virtualtime-perturb ready`` applies to the command line's seeds; a mark's ``perturb=``
-  wins over it.  A test on trio (anyio's trio backend) runs each seed the same way: trio
-  orders same-instant wake-ups at random itself, and a seed does not reach it.
+  wins over it.  A test on trio (anyio's trio backend) is run under each seed too, but there
+  the seed reaches only ``random`` and ``os.urandom``: trio orders same-instant wake-ups
+  with a generator of its own, which no seed fixes, so a trio test's run is not a function
+  of its seed, and its failure is reported without a replay command.
 * **How the seed reaches the loop.**  pytest-asyncio picks a test's loop factory once per
   test *function*, before this parametrization; the factory (:class:`~._asyncio_factories.
   _LoopFactory`) asks :func:`current_seed` when it builds the loop, which the plugin sets for
@@ -20,11 +22,15 @@ do, and what a ``seed=`` on the mark adds to the loop option it already is:
   the test whose seed it is not fails, saying so (use the default function loop scope).
 * **The rest of the entropy.**  While a seeded test runs, ``random`` is seeded with the seed
   and ``os.urandom`` (``uuid4``, :mod:`secrets`) draws from it, as in
-  :func:`virtualtime.net.explore` (see :mod:`virtualtime.net._entropy`); both are put back
-  afterwards.
+  :func:`virtualtime.net.explore` (see :mod:`virtualtime.net._entropy`) -- salted with the
+  test's node id, so that tests run under one seed do not draw the same bytes (the same
+  ``uuid4()`` keys); both are put back afterwards.
 * **Saying how to replay.**  A seeded test that fails gets a report section, and the end of
-  the session a summary, with its seed and the command that runs it again:
-  ``pytest 'tests/test_x.py::test_y[seed=17]' --virtualtime-seed=17``.
+  the session a summary, with its seed and the command that runs it again: the test's node
+  id, the options of the command line that ran it (``--virtualtime``, ``-p``, ``-c``...: what
+  made the test virtual and selected it) without its paths and seeds, and the seed --
+  ``pytest 'tests/test_x.py::test_y[seed=17]' --virtualtime --virtualtime-seed=17``.  The
+  summary is built from the test reports, so under pytest-xdist the controller prints it.
 
 Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``, ``trio``,
 ``net``, ``api`` (see tests/layout.py).
@@ -32,6 +38,7 @@ Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``,
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import dataclasses
@@ -45,6 +52,7 @@ import pytest
 from ._settings import (
     _command_line_perturb,
     _command_line_seeds,
+    _is_anyio_test,
     _is_async_test,
     _Settings,
     _settings,
@@ -65,7 +73,12 @@ class SeedPlan:
 
 _CURRENT: Final = contextvars.ContextVar[SeedPlan | None]("virtualtime_seed_plan", default=None)
 _PLAN_KEY: Final = pytest.StashKey["SeedPlan | None"]()
-_FAILED_KEY: Final = pytest.StashKey[list[str]]()
+
+SECTION: Final = "virtualtime"
+"""The name of the report section a failed seeded test gets (and the summary reads)."""
+
+_SEED_OPTIONS: Final = ("--virtualtime-seed", "--virtualtime-seeds", "--virtualtime-perturb")
+"""The command line's options a replay command replaces with the test's own seed."""
 
 
 def current_seed() -> SeedPlan | None:
@@ -140,21 +153,26 @@ def seeded_test(item: pytest.Item) -> Iterator[None]:
 
     token = _CURRENT.set(plan)
     try:
-        with SeededEntropy(plan.seed):
+        with SeededEntropy(plan.seed, salt=item.nodeid):
             yield
     finally:
         _CURRENT.reset(token)
 
 
 def replay_command(item: pytest.Item, plan: SeedPlan) -> str:
-    """The command that runs ``item`` again under its seed, from where pytest was started."""
+    """The command that runs ``item`` again under its seed, from where pytest was started.
+
+    The test's node id, the options the session was started with (what made the test virtual
+    and selected it: ``--virtualtime``, ``-p``, ``-c``, ``-m``...), less its positional
+    arguments (the node id replaces them) and its seed options, and the test's seed.
+    """
     config = item.config
     path, sep, rest = item.nodeid.partition("::")
     try:
         where = os.path.relpath(config.rootpath / path, config.invocation_params.dir)
     except ValueError:  # another drive (Windows)
         where = str(config.rootpath / path)
-    words = ["pytest", f"{where}{sep}{rest}"]
+    words = ["pytest", f"{where}{sep}{rest}", *_carried_options(config)]
     if not plan.from_mark:
         words.append(f"--virtualtime-seed={plan.seed}")
         if plan.perturb != "timers":
@@ -162,9 +180,52 @@ def replay_command(item: pytest.Item, plan: SeedPlan) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
+def _carried_options(config: pytest.Config) -> list[str]:
+    """The session's command-line arguments without its positional ones and its seeds."""
+    args = [str(arg) for arg in config.invocation_params.args]
+    positional = collections.Counter(str(arg) for arg in config.getoption("file_or_dir") or ())
+    dropped: set[int] = set()
+    for value, count in positional.items():
+        places = [index for index, arg in enumerate(args) if arg == value]
+        # The same text may also be an option's value (``-k test_x test_x``): a place right
+        # after an option with no ``=`` may be that, so the others are taken first.
+        places.sort(key=lambda i: i > 0 and args[i - 1][:1] == "-" and "=" not in args[i - 1])
+        dropped.update(places[:count])
+    kept: list[str] = []
+    skip = False
+    for index, arg in enumerate(args):
+        if skip or index in dropped:
+            skip = False
+            continue
+        name, equals, _ = arg.partition("=")
+        if name in _SEED_OPTIONS:
+            skip = not equals  # --virtualtime-seed 17: its value too
+            continue
+        kept.append(arg)
+    return kept
+
+
+def on_trio(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on trio (anyio's trio backend), where a seed fixes no schedule."""
+    if not _is_anyio_test(item):
+        return False
+    backend = getattr(item, "funcargs", {}).get("anyio_backend")
+    if backend is None:
+        backend = getattr(getattr(item, "callspec", None), "params", {}).get("anyio_backend")
+    if isinstance(backend, (tuple, list)) and backend:
+        backend = backend[0]
+    return backend == "trio"
+
+
 def describe(item: pytest.Item, plan: SeedPlan) -> str:
-    """``seed 17 (perturb=timers) -- replay: pytest ...``, for a failed seeded test."""
+    """``seed 17, perturb=timers -- replay: pytest ...``, for a failed seeded test."""
     source = " (the mark's)" if plan.from_mark else ""
+    if on_trio(item):
+        return (
+            f"seed {plan.seed}{source}, on trio -- no replay: the seed fixed only random and "
+            "os.urandom, not trio's own schedule (trio orders same-instant wake-ups with a "
+            "generator of its own), so the run may not repeat"
+        )
     return (
         f"seed {plan.seed}{source}, perturb={plan.perturb} -- replay: {replay_command(item, plan)}"
     )
@@ -175,19 +236,43 @@ def report_failure(item: pytest.Item, report: pytest.TestReport) -> None:
     plan = plan_of(item)
     if plan is None or not report.failed:
         return
-    text = describe(item, plan)
-    report.sections.append(("virtualtime", f"virtualtime: {text}"))
-    failed = item.config.stash.setdefault(_FAILED_KEY, [])
-    line = f"{item.nodeid}: {text}"
-    if line not in failed:
-        failed.append(line)
+    report.sections.append((SECTION, f"virtualtime: {describe(item, plan)}"))
 
 
-def terminal_summary(reporter: Any, config: pytest.Config) -> None:
-    """List every failed seeded test with its replay command at the end of the session."""
-    failed = config.stash.get(_FAILED_KEY, [])
-    if not failed:
-        return
-    reporter.section("virtualtime seeds that failed", sep="=", yellow=True)
-    for line in failed:
-        reporter.line(line)
+class FailedSeeds:
+    """The failed seeded tests of a session, read from the reports as they are logged.
+
+    Registered as a plugin for the session (:data:`PLUGIN_NAME`).  It reads the report
+    section :func:`report_failure` added -- where the report was made, and, under
+    pytest-xdist, on the controller, which receives the workers' reports with their sections
+    -- and lists them at the end of the session.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.failed:
+            return
+        for name, text in report.sections:
+            if name == SECTION:
+                line = f"{report.nodeid}: {text.removeprefix('virtualtime: ')}"
+                if line not in self.lines:
+                    self.lines.append(line)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.lines:
+            return
+        terminalreporter.section("virtualtime seeds that failed", sep="=", yellow=True)
+        for line in self.lines:
+            terminalreporter.line(line)
+
+
+PLUGIN_NAME: Final = "virtualtime-failed-seeds"
+"""The name :class:`FailedSeeds` is registered under."""
+
+
+def register(config: pytest.Config) -> None:
+    """Register the session's :class:`FailedSeeds` (once)."""
+    if config.pluginmanager.get_plugin(PLUGIN_NAME) is None:
+        config.pluginmanager.register(FailedSeeds(), name=PLUGIN_NAME)
