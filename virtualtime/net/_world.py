@@ -26,9 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import ipaddress
-import math
 import sys
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -57,6 +56,7 @@ from ._links import (
 )
 from ._seam import Seam
 from ._streams import DatagramTransport, Flow, StreamTransport
+from ._views import views_off, views_on
 
 if TYPE_CHECKING:
     from ._endpoints import Server
@@ -585,7 +585,7 @@ class Network(Seam):
                 detach_trio(self)
             return
         self._gate_off()
-        self._views_off()
+        views_off(self)
         if loop.get_task_factory() == self._task_factory:
             loop.set_task_factory(self._previous_factory)
         loop._vt_net = None
@@ -699,87 +699,7 @@ class Network(Seam):
                 raise unsupported("a host's own clock (clock_offset/clock_rate)")
             return
         if any(not h.clock.identity for h in self._hosts.values()):
-            self._views_on()
-
-    def _views_on(self) -> None:
-        if self._viewing:
-            return
-        loop = self.loop
-        assert loop is not None
-        self._viewing = True
-        own = loop.__dict__
-        for name in ("time", "call_at", "call_later"):
-            self._saved[name] = own.get(name, _ABSENT)
-        base_time: Callable[[], float] = type(loop).time.__get__(loop)
-        base_at = own.get("call_at") or type(loop).call_at.__get__(loop)
-        base_later = own.get("call_later") or type(loop).call_later.__get__(loop)
-
-        def time() -> float:
-            host = _HOST.get()
-            if host is None or host.world is not self:
-                return base_time()
-            return host.clock.seconds(loop._vt_ticks)
-
-        def call_at(when: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
-            host = _HOST.get()
-            if (
-                host is not None
-                and host.world is self
-                and not host.clock.identity
-                and isinstance(when, int | float)
-                and math.isfinite(when)
-            ):
-                when = host.clock.loop_seconds(when)
-            return base_at(when, callback, *args, **kwargs)
-
-        def call_later(delay: float, callback: Any, *args: Any, **kwargs: Any) -> Any:
-            host = _HOST.get()
-            if (
-                host is not None
-                and host.world is self
-                and host.clock.rate != 1.0
-                and isinstance(delay, int | float)
-                and math.isfinite(delay)
-            ):
-                delay = delay / host.clock.rate
-            return base_later(delay, callback, *args, **kwargs)
-
-        loop.time = time  # type: ignore[method-assign]
-        loop.call_at = call_at  # type: ignore[method-assign]
-        loop.call_later = call_later  # type: ignore[method-assign]
-        loop._vt_clock_views = True  # anyio's sleep takes call_later too
-        loop._vt_update_fast()
-        patch = loop._vt_patch
-        if patch is not None:
-            self._saved["patch"] = (patch.seconds, patch._source, patch.view)
-            patch.seconds = time
-            patch._source = None
-            patch.view = self._local_ticks
-
-    def _local_ticks(self, ticks: int) -> int:
-        host = _HOST.get()
-        if host is None or host.world is not self:
-            return ticks
-        return host.clock.ticks(ticks)
-
-    def _views_off(self) -> None:
-        if not self._viewing:
-            return
-        loop = self.loop
-        assert loop is not None
-        for name in ("time", "call_at", "call_later"):
-            saved = self._saved.pop(name)
-            if saved is _ABSENT:
-                loop.__dict__.pop(name, None)
-            else:
-                loop.__dict__[name] = saved
-        loop._vt_clock_views = False
-        loop._vt_update_fast()
-        patch = loop._vt_patch
-        saved_patch = self._saved.pop("patch", None)
-        if patch is not None and saved_patch is not None:
-            patch.seconds, patch._source, patch.view = saved_patch
-        self._viewing = False
+            views_on(self)
 
 
 class _Block:
