@@ -44,17 +44,23 @@ def bind(signature: Callable[..., Any], args: _Args, kwargs: _Kwargs) -> dict[st
 
 
 def port_number(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    """A port as the stock methods take one: an int, digits, a service name, or None (0)."""
     if isinstance(value, bytes):
         value = value.decode()
+    if isinstance(value, str) and not value.isdigit():
+        try:
+            return socket.getservbyname(value)
+        except OSError:
+            raise InvalidValueError(f"port: no service called {value!r}") from None
     if isinstance(value, str):
-        if value.isdigit():
-            return int(value)
-        return socket.getservbyname(value)
+        value = int(value)
     if value is None:
         return 0
-    raise InvalidValueError(f"port must be an int or a service name, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValueError(f"port must be an int or a service name, got {value!r}")
+    if not 0 <= value <= 65535:
+        raise InvalidValueError(f"port must be in 0-65535, got {value!r}")
+    return value
 
 
 def create_connection_args(

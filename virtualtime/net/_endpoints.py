@@ -163,6 +163,7 @@ class Connect:
         if self.finished:
             return
         self.finished = True
+        self.world._attempts.pop(self, None)
         if self.timer is not None:
             self.timer.cancel()
         self.finish(result)
@@ -182,6 +183,7 @@ class Connect:
             client._closing = client._lost = True
             self.src.transports.pop(client, None)
         self.finished = True
+        self.world._attempts.pop(self, None)
 
 
 class Path:

@@ -72,11 +72,11 @@ def check_finite(name: str, value: object) -> float:
     return float(value)
 
 
-def check_rate(value: object) -> float:
+def check_rate(value: object, name: str = "clock_rate") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"clock_rate must be a number, got {shown(value)}")
+        raise InvalidTypeError(f"{name} must be a number, got {shown(value)}")
     if not (math.isfinite(value) and value > 0):
-        raise InvalidValueError(f"clock_rate must be finite and > 0, got {shown(value)}")
+        raise InvalidValueError(f"{name} must be finite and > 0, got {shown(value)}")
     return float(value)
 
 
@@ -172,6 +172,8 @@ class LoopDriver:
         return self.loop._vt_ticks
 
     def at(self, ticks: int, callback: Any, context: contextvars.Context, *args: Any) -> Any:
+        if self.loop.is_closed():
+            return _NOTHING  # a transport closed by the collector after the run: nothing to do
         delay = ticks - self.loop._vt_ticks
         if delay <= 0:
             return self.later(0, callback, *args, context=context)
@@ -180,10 +182,24 @@ class LoopDriver:
 
     def soon(self, callback: Any, context: contextvars.Context, *args: Any) -> None:
         loop = self.loop
-        type(loop).call_soon(loop, callback, *args, context=context)
+        if not loop.is_closed():
+            type(loop).call_soon(loop, callback, *args, context=context)
 
     def report(self, context: dict[str, Any]) -> None:
         self.loop.call_exception_handler(context)
+
+
+class _Nothing:
+    """The handle of a timer that was never set (the loop had closed): cancelling it is fine."""
+
+    def cancel(self) -> None:
+        pass
+
+    def cancelled(self) -> bool:
+        return True
+
+
+_NOTHING: Final = _Nothing()
 
 
 class Unattached:

@@ -27,6 +27,7 @@ import contextvars
 import errno
 import socket
 import ssl as _ssl
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -67,8 +68,11 @@ class Seam:
     _held_connects: list[Connect]
 
     def __init__(self) -> None:
-        self._socks: dict[int, tuple[Any, StreamTransport]] = {}
+        # Sockets connected with sock_connect: the socket, its end, and the finalizer that
+        # closes the end if the program drops the socket without a transport taking it.
+        self._socks: dict[int, tuple[Any, StreamTransport, Any]] = {}
         self._held_resets: list[tuple[Host, StreamTransport]] = []
+        self._attempts: dict[Connect, None] = {}  # connects in progress, in the order made
         self._paths: dict[tuple[Host, Host], Path] = {}
 
     # ---------------------------------------------------------------- helpers
@@ -91,7 +95,7 @@ class Seam:
         return id(sock) in self._socks and self._socks[id(sock)][0] is sock
 
     def forget_socket(self, transport: StreamTransport) -> None:
-        for key, (sock, end) in list(self._socks.items()):
+        for key, (sock, end, _finalizer) in list(self._socks.items()):
             if end is transport:
                 del self._socks[key]
                 sock.close()
@@ -120,6 +124,7 @@ class Seam:
         sock = SimSocket(family, socket.SOCK_STREAM, local, remote)
         client = StreamTransport(world, src, None, context, sock, unix=unix)
         attempt = Connect(self, src, dst, port, client, finish)
+        self._attempts[attempt] = None
         if world.connect_timeout:
             attempt.timer = world.at(
                 world.ticks() + round(world.connect_timeout * TICKS_PER_SECOND),
@@ -227,6 +232,8 @@ class Seam:
             return
         end._protocol = protocol
         end._call("connection_made", end)
+        if end.inbox or end._eof_in:  # bytes that came before the server's code accepted
+            end._feed()
 
     async def _accept_tls(self, server: Server, end: StreamTransport, protocol: Any) -> None:
         from ._tls import wrap
@@ -338,7 +345,8 @@ class Seam:
         if sock is not None:
             if not self.owns_socket(sock):
                 return NOT_OURS
-            _sock, client = self._socks.pop(id(sock))
+            _sock, client, finalizer = self._socks.pop(id(sock))
+            finalizer.detach()  # the transport made now owns the connection
             sock.close()
             pending = client._protocol
             client._protocol = None
@@ -540,12 +548,16 @@ class Seam:
         buffer = SockBuffer()
         client._protocol = buffer
         buffer.connection_made(client)
-        self._socks[id(sock)] = (sock, client)
+        # Closing the socket object cannot be seen; collecting it closes the connection.
+        self._socks[id(sock)] = (sock, client, weakref.finalize(sock, client.close))
         return None
 
     async def sock_op(self, name: str, loop: Any, args: _Args, kwargs: _Kwargs) -> Any:
         sock = args[0]
-        _sock, client = self._socks[id(sock)]
+        _sock, client, _finalizer = self._socks[id(sock)]
+        if sock.fileno() == -1:  # the program closed the socket object: the connection too
+            client.close()
+            raise OSError(errno.EBADF, "Bad file descriptor")
         buffer = client._protocol
         assert isinstance(buffer, SockBuffer)
         if name == "sock_sendall":

@@ -489,7 +489,11 @@ class SimulatedSocket(trio.socket.SocketType):
         pipe = _Pipe()
         result._protocol = pipe
         pipe.connection_made(result)
-        if result.inbox or result._eof_in:
+        if result.lost_before is not None:
+            # Reset between the answer and now: the pipe hears it, as a socket would.
+            result._lost = False
+            result._lose(result.lost_before)
+        elif result.inbox or result._eof_in:
             result._feed()
         self._host, self._pipe = src, pipe
 

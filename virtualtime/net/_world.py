@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import errno
 import ipaddress
 import sys
 from collections.abc import Coroutine, Iterable, Iterator
@@ -282,7 +283,7 @@ class Host:
         drift).  Either left out keeps its current value: the clock does not jump.
         """
         new_offset = None if offset is None else check_finite("offset", offset)
-        new_rate = None if rate is None else check_rate(rate)
+        new_rate = None if rate is None else check_rate(rate, "rate")
         world = self.world
         if world.trio is not None:
             from ._trio import unsupported
@@ -340,7 +341,9 @@ class Network(Seam):
         duplicate: float = 0.0,
         connect_timeout: float = 127.0,
     ) -> None:
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InvalidTypeError(f"seed must be a non-negative int or None, got {shown(seed)}")
+        if seed is not None and seed < 0:
             raise InvalidValueError(f"seed must be a non-negative int or None, got {shown(seed)}")
         default = Link(
             check_seconds("latency", latency) or 0.0,
@@ -395,7 +398,7 @@ class Network(Seam):
         """
         if not isinstance(name, str):
             raise InvalidTypeError(f"a host's name must be a str, got {shown(name)}")
-        key = name.lower()
+        key = name.lower().rstrip(".")  # "db." is "db", as DNS has it
         if not key or any(c.isspace() for c in key) or is_address(key) or key == "localhost":
             raise InvalidValueError(
                 f"a host's name must be a non-empty DNS-like name (not an address, not "
@@ -405,6 +408,10 @@ class Network(Seam):
             raise UsageError(f"the world already has a host called {name!r}")
         offset = check_finite("clock_offset", clock_offset)
         rate = check_rate(clock_rate)
+        if self.trio is not None and (offset or rate != 1.0):
+            from ._trio import unsupported
+
+            raise unsupported("a host's own clock (clock_offset/clock_rate)")
         number = len(self._hosts) + 1
         address = str(ipaddress.IPv4Address(0x0A000000 + number))
         host = Host(self, name, address, offset, rate)
@@ -463,9 +470,14 @@ class Network(Seam):
 
         ``jitter`` adds up to that many seconds to each segment or datagram (drawn from the
         seed); a stream stays in order.  ``loss`` and ``duplicate`` are probabilities per
-        datagram (TCP makes a lossy link slow, not lossy).  Returns the pair's :class:`Link`.
+        datagram; a stream ignores them (TCP retransmits what a lossy link drops, and this model
+        does not slow it down for that).  Returns the pair's :class:`Link`.
         """
         first, second = self._host_arg(a, "link"), self._host_arg(b, "link")
+        if first is second:
+            raise InvalidValueError(
+                f"link() joins two hosts; {first.name!r} to itself is always instant"
+            )
         current = self.link_of(first, second)
         new = Link(
             current.latency if latency is None else check_seconds("latency", latency) or 0.0,
@@ -494,8 +506,9 @@ class Network(Seam):
         across it goes unanswered until the heal or the caller's timeout; datagrams across it
         are lost.
         """
-        for x in self._hosts_arg(a, "partition"):
-            for y in self._hosts_arg(b, "partition"):
+        left, right = self._hosts_arg(a, "partition"), self._hosts_arg(b, "partition")
+        for x in left:
+            for y in right:
                 if x is not y:
                     self._cut.add(frozenset((x, y)))
         self.version += 1
@@ -515,7 +528,7 @@ class Network(Seam):
             healed = {
                 frozenset((x, y))
                 for x in self._hosts_arg(a, "heal")
-                for y in self._hosts_arg(b, "heal")
+                for y in list(self._hosts_arg(b, "heal"))
                 if x is not y
             }
         self._cut -= healed
@@ -586,11 +599,27 @@ class Network(Seam):
             return
         self._gate_off()
         views_off(self)
+        self._wind_down()
         if loop.get_task_factory() == self._task_factory:
             loop.set_task_factory(self._previous_factory)
         loop._vt_net = None
         self.loop = None
         self.driver = Unattached()
+
+    def _wind_down(self) -> None:
+        """The world ends: its connections are reset, its servers and endpoints closed, its
+        connects in progress fail -- nothing of it waits for a world that is gone."""
+        for attempt in list(self._attempts):
+            attempt.end(ConnectionAbortedError(errno.ECONNABORTED, "the simulated network ended"))
+        for host in self._hosts.values():
+            for transport in list(host.transports):
+                transport.reset()
+            for server in [*host.servers.values(), *host.unix_servers.values()]:
+                server.close()
+            for endpoint in list(host.datagrams.values()):
+                endpoint.close()
+        for path in self._paths.values():
+            path.clear()
 
     async def __aenter__(self) -> Network:
         self.attach()
