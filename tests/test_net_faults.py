@@ -239,7 +239,14 @@ def test_a_crash_across_a_partition_resets_the_peer_after_the_heal() -> None:
     async def main() -> str:
         world = net.Network(latency=L)
         db, api = world.host("db"), world.host("api")
-        await start_server(db, lambda r, w: None, 80)
+
+        async def idle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await reader.read()
+            finally:
+                writer.close()
+
+        await start_server(db, idle, 80)
         loop = asyncio.get_running_loop()
         async with api:
             reader, writer = await asyncio.open_connection("db", 80)
@@ -346,6 +353,12 @@ def test_when_the_world_ends_its_connections_are_reset() -> None:
 
             async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
                 db_reader.append(reader)
+                try:
+                    await reader.read()
+                except ConnectionResetError:
+                    pass
+                finally:
+                    writer.close()
 
             await start_server(db, handler, 80)
             async with api:

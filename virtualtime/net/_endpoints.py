@@ -16,8 +16,9 @@ import contextvars
 import heapq
 import socket
 import ssl as _ssl
+import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .._shared._errors import UsageError
 from ._streams import SimSocket, StreamTransport
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from ._world import Host, Network
 
 __all__ = ["Connect", "Path", "Server", "SockBuffer"]
+
+# asyncio's Server.wait_closed waits for the server's connections from 3.12.1 on (gh-79033).
+_WAITS_FOR_CONNECTIONS: Final = sys.version_info >= (3, 12, 1)
 
 
 class Server(asyncio.AbstractServer):
@@ -55,6 +59,7 @@ class Server(asyncio.AbstractServer):
         # The open connections it accepted, in the order they came (a dict: ordered).
         self._connections: dict[StreamTransport, None] = {}
         self._closed_event: asyncio.Event | None = None
+        self._idle: asyncio.Future[None] | None = None  # wait_closed, for the last connection
         unix = isinstance(port, str)
         family = socket.AF_UNIX if unix else socket.AF_INET
         local = port if unix else (host.address, port)
@@ -119,9 +124,21 @@ class Server(asyncio.AbstractServer):
             transport.abort()
 
     async def wait_closed(self) -> None:
-        """Wait until the server is closed (its open connections are the protocols' own)."""
+        """Wait until the server is closed -- and, from Python 3.12.1 on, as asyncio's own
+        servers do there, until the connections it accepted have closed too."""
         if not self._closed:
             await self._event().wait()
+        if _WAITS_FOR_CONNECTIONS:
+            while self._connections:
+                idle = self._idle = asyncio.get_running_loop().create_future()
+                await idle
+
+    def forget(self, end: StreamTransport) -> None:
+        """A connection it accepted has closed."""
+        self._connections.pop(end, None)
+        idle = self._idle
+        if not self._connections and idle is not None and not idle.done():
+            idle.set_result(None)
 
     async def __aenter__(self) -> Server:
         return self

@@ -575,7 +575,7 @@ class StreamTransport(asyncio.Transport):
         self._lost = True
         self.host.transports.pop(self, None)
         if self.server is not None:
-            self.server._connections.pop(self, None)
+            self.server.forget(self)
         self.world.forget_socket(self)
         if self._protocol is None:
             self.lost_before = exc or ConnectionResetError(errno.ECONNRESET, "Connection reset")
