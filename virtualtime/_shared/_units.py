@@ -1,20 +1,39 @@
-"""Durations for people: ``"90s"``, ``"1h30m"`` in, ``"1 d 2 h"`` out.
+"""Durations for people: ``"90s"``, ``"1h30m"`` in, ``"1 d 2 h"`` out; counts on a command line.
 
-Shared by the command line (``--until``, ``--start``) and the pytest plugin (``max_time``), so
-both read the same forms.  Time arithmetic proper (ticks, exact sums) lives in ``_time``.
+Shared by the command line (``--until``, ``--start``, ``--seeds``) and the pytest plugin
+(``max_time``, ``--virtualtime-seeds``), so both read the same forms.  Time arithmetic
+proper (ticks, exact sums) lives in ``_time``.
 
 Part of ``shared``: imports nothing of virtualtime's (see tests/layout.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+from collections.abc import Callable
 from typing import Final
 
 from ._errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["format_duration", "parse_time"]
+__all__ = ["count_arg", "format_duration", "parse_time"]
+
+
+def count_arg(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type=``: a whole number at least ``minimum``, or a message saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
 
 _UNITS: Final = {
     "": 1.0,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, Final
 
 from .._options import check_option
-from .._shared._units import parse_time
+from .._shared._units import count_arg, parse_time
 
 __all__ = [
     "EXIT_DEADLOCK",
@@ -171,19 +171,6 @@ def _wall_start_arg(text: str) -> datetime.datetime:
     return value
 
 
-def _count_arg(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-
-    return parse
-
-
 def _size_arg(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
     if match is None:
@@ -309,14 +296,14 @@ def _add_run(commands: Any) -> Parser:
     )
     run.add_argument(
         "--trace-limit",
-        type=_count_arg(1),
+        type=count_arg(1),
         default=_DEFAULT_TRACE_LIMIT,
         metavar="N",
         help=f"keep at most the latest N timers per loop for --trace ({_DEFAULT_TRACE_LIMIT:,})",
     )
     run.add_argument(
         "--seed",
-        type=_count_arg(0),
+        type=count_arg(0),
         metavar="N",
         help="seed `random` and the loop (the order of same-instant timers) so a run repeats",
     )
@@ -378,7 +365,7 @@ def _add_plot(commands: Any) -> Parser:
     )
     plot.add_argument("--title", help="title above the timeline")
     plot.add_argument(
-        "--max-rows", type=_count_arg(1), default=40, metavar="N", help="rows to draw (40)"
+        "--max-rows", type=count_arg(1), default=40, metavar="N", help="rows to draw (40)"
     )
     plot.add_argument(
         "--rows",

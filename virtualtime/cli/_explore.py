@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any, Final
 
+from .._shared._units import count_arg
 from ._args import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ._args import error as _error
 
@@ -48,19 +49,6 @@ exit status: 0 no seed failed, 1 some seed failed (each is listed with its repla
 2 bad command line, a scenario that cannot be loaded, or a --trace that could not be
 written (of a run that passed), 130 interrupted.
 """
-
-
-def _count(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-
-    return parse
 
 
 def _keep(text: str) -> frozenset[int]:
@@ -95,11 +83,11 @@ def add_subcommand(commands: Any) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
         "--seeds",
-        type=_count(1),
+        type=count_arg(1),
         metavar="N",
         help=f"run seeds 0 to N-1 (default {_DEFAULT_SEEDS})",
     )
-    which.add_argument("--seed", type=_count(0), metavar="S", help="replay seed S only")
+    which.add_argument("--seed", type=count_arg(0), metavar="S", help="replay seed S only")
     parser.add_argument(
         "--keep",
         type=_keep,
@@ -121,13 +109,13 @@ def add_subcommand(commands: Any) -> None:
     )
     parser.add_argument(
         "--processes",
-        type=_count(1),
+        type=count_arg(1),
         metavar="N",
         help="run the seeds in N worker processes (their PYTHONHASHSEED is fixed)",
     )
     parser.add_argument(
         "--max-failures",
-        type=_count(1),
+        type=count_arg(1),
         metavar="N",
         help="stop after N failures",
     )

@@ -17,8 +17,7 @@ Part of ``testing``: may import ``shared``, ``clocks``, ``options``, ``engine``,
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 
 import pytest
 
@@ -56,6 +55,8 @@ from ._watch import _WATCHES, _say, _told, _Watch, _watch_pytest_asyncio_test
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from .._shared._units import count_arg  # here: importing the plugin stays light
+
     group = parser.getgroup("virtualtime", "virtual time for async tests")
     group.addoption(
         "--virtualtime",
@@ -76,7 +77,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--virtualtime-seeds",
         dest="virtualtime_seeds",
-        type=_count(1),
+        type=count_arg(1),
         default=None,
         metavar="N",
         help="run each virtual async test under seeds 0 to N-1 (ids [seed=0]...): each seed "
@@ -85,7 +86,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--virtualtime-seed",
         dest="virtualtime_seed",
-        type=_count(0),
+        type=count_arg(0),
         default=None,
         metavar="S",
         help="run each virtual async test under seed S only (replay a failing seed)",
@@ -110,19 +111,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
         help="virtual horizon of each virtual test (like --virtualtime-max-time; default 1d)",
     )
-
-
-def _count(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-
-    return parse
 
 
 def pytest_configure(config: pytest.Config) -> None:
