@@ -5,6 +5,7 @@ Run by hand (never by CI or pytest), from the project root::
     .venv/bin/python bench/bench_net.py                 # everything
     .venv/bin/python bench/bench_net.py --only system --requests 2000
     .venv/bin/python bench/bench_net.py --only explore,determinism --seeds 200
+    .venv/bin/python bench/bench_net.py --output bench/results-net.md   # docs/performance.md
 
 What is measured
 ----------------
@@ -196,7 +197,7 @@ def scenario() -> Any:
 
 
 def bench_system(requests: int, concurrency: int) -> list[str]:
-    lines = ["## The 3-host aiohttp system (client -> api -> db), 5 ms links", ""]
+    lines = ["### The 3-host aiohttp system (client -> api -> db), 5 ms links", ""]
     lines.append("| run | requests | real s | requests per real s | virtual s |")
     lines.append("|---|--:|--:|--:|--:|")
     for conc in (1, concurrency):
@@ -269,7 +270,7 @@ def bench_explore(seeds: int) -> list[str]:
     found = net.explore(scenario, seeds=range(seeds), processes=2)
     real = time.perf_counter() - t0
     return [
-        "## explore: a 100-request scenario of the system, processes=2",
+        "### explore: a 100-request scenario of the system, processes=2",
         "",
         f"{seeds} seeds in {real:.1f} real s "
         f"({found.passed} passed, {len(found.failures)} failed).",
@@ -281,7 +282,7 @@ def bench_determinism(seeds: int) -> list[str]:
     import net_flaky_link  # the examples are not a package
     import net_lease
 
-    lines = ["## check_determinism over the examples' scenarios", ""]
+    lines = ["### check_determinism over the examples' scenarios", ""]
     lines.append("| scenario | seeds | runs that differed | runs that failed | real s |")
     lines.append("|---|--:|--:|--:|--:|")
     for name, main in (
@@ -309,7 +310,7 @@ def main() -> int:
     args = parser.parse_args()
     parts = set(args.only.split(","))
     load = os.getloadavg()[0]
-    report = [f"# virtualtime.net (load {load:.2f} at the start, {os.cpu_count()} cores)", ""]
+    report = [f"## virtualtime.net (load {load:.2f} at the start, {os.cpu_count()} cores)", ""]
     if "system" in parts:
         report += [*bench_system(args.requests, args.concurrency), ""]
     if "explore" in parts:
