@@ -13,6 +13,7 @@ fails this test instead of hanging the suite.
 from __future__ import annotations
 
 import pytest
+from _pytester_args import NEIGHBOURS_OFF
 
 pytest_plugins = ["pytester"]
 
@@ -21,23 +22,7 @@ INI = """
 filterwarnings = error
 """
 
-ARGS = (
-    "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:looptime_plugin",
-    "-p",
-    "no:looptime_chronometers",
-    "-p",
-    "no:looptime_timeproxies",
-    "-p",
-    "no:asyncio",
-    "-p",
-    "no:anyio",
-    "-p",
-    "trio",
-    "--strict-markers",
-)
+ARGS = (*NEIGHBOURS_OFF, "-p", "no:asyncio", "-p", "no:anyio", "-p", "trio", "--strict-markers")
 
 CONFTEST = """
 import pytest

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Iterator
 
 import pytest
+from _pytester_args import HYPOTHESIS_OFF, NEIGHBOURS_OFF, STRICT
 
 import virtualtime
 from virtualtime.pytest_plugin import VirtualTime, _asyncio_factories
@@ -35,20 +36,7 @@ INI_WITHOUT_PYTEST_ASYNCIO = """
 filterwarnings = error
 """
 
-BASE_ARGS = (
-    "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:looptime_plugin",
-    "-p",
-    "no:looptime_chronometers",
-    "-p",
-    "no:looptime_timeproxies",
-    "-p",
-    "no:hypothesispytest",
-    "--strict-markers",
-    "--strict-config",
-)
+BASE_ARGS = (*NEIGHBOURS_OFF, *HYPOTHESIS_OFF, *STRICT)
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ import shlex
 import textwrap
 
 import pytest
+from _pytester_args import HYPOTHESIS_OFF, NEIGHBOURS_OFF, STRICT
 
 pytest_plugins = ["pytester"]
 
@@ -20,22 +21,7 @@ asyncio_default_fixture_loop_scope = function
 filterwarnings = error
 """
 
-BASE_ARGS = (
-    "-p",
-    "no:cacheprovider",
-    "-p",
-    "no:looptime_plugin",
-    "-p",
-    "no:looptime_chronometers",
-    "-p",
-    "no:looptime_timeproxies",
-    "-p",
-    "no:hypothesispytest",
-    "-p",
-    "no:xdist",
-    "--strict-markers",
-    "--strict-config",
-)
+BASE_ARGS = (*NEIGHBOURS_OFF, *HYPOTHESIS_OFF, "-p", "no:xdist", *STRICT)
 
 TESTS = """
 import asyncio
