@@ -667,3 +667,29 @@ def test_canary_system_random_draws_through_random_urandom(
         "virtualtime/net/_entropy.py (SeededEntropy.__enter__)",
     )
     assert asked == [4, 3]
+
+
+def test_canary_base_event_loop_sets_its_flags_as_attributes_the_slots_take() -> None:
+    # The virtual loop keeps asyncio's _stopping, _debug and _closed flags in slots (read at
+    # their offsets by the compiled core): BaseEventLoop must set them by plain attribute
+    # assignment (__init__, stop(), the end of run_forever, set_debug(), close()), so that the
+    # slots -- never the instance dict -- hold them.
+    loop = virtualtime.new_event_loop()
+
+    def flags() -> tuple[object, object, object]:
+        return loop._stopping, loop._debug, loop._closed
+
+    try:
+        assert flags() == (False, False, False)
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        assert flags() == (False, False, False)
+        loop.stop()
+        loop.set_debug(True)
+        assert flags() == (True, True, False)
+        assert loop.get_debug() is True
+        loop.set_debug(False)
+    finally:
+        loop.close()
+    assert flags() == (True, False, True)
+    assert not {"_stopping", "_debug", "_closed"} & set(loop.__dict__)

@@ -943,3 +943,89 @@ def test_the_compiled_core_takes_round_after_round_in_one_call() -> None:
         assert calls < 30  # the first round of each stretch, and the ones it handed back
     else:
         assert calls > 300  # the pure path: one call per round
+
+
+_SLOTTED: dict[type, tuple[str, ...]] = {
+    VirtualEventLoop: (
+        "_closed",
+        "_debug",
+        "_stopping",
+        "_vt_beyond",
+        "_vt_drives",
+        "_vt_fired",
+        "_vt_future_kw",
+        "_vt_heap",
+        "_vt_history",
+        "_vt_instant_count",
+        "_vt_now",
+        "_vt_plain",
+        "_vt_rearmed",
+        "_vt_seq",
+        "_vt_ticks",
+    ),
+}
+
+
+def test_the_fields_the_compiled_rounds_read_are_slots() -> None:
+    # _cwake.c's setup_loop takes each field's offset from its member descriptor: a field
+    # that stopped being a slot would fail there, at import; this says which ones they are.
+    from virtualtime._engine._outside import OutsideWork
+    from virtualtime._engine._timers import TimerQueue
+
+    member = type(SleepTimer.__dict__["_future"])
+    wanted: dict[type, tuple[str, ...]] = {
+        **_SLOTTED,
+        TimerQueue: ("cancelled", "scan_at"),
+        OutsideWork: ("calm_at", "changes"),
+    }
+    for cls, names in wanted.items():
+        for name in names:
+            assert type(cls.__dict__[name]) is member, (cls, name)
+    loop = virtualtime.new_event_loop()
+    try:
+        assert not set(_SLOTTED[VirtualEventLoop]) & set(loop.__dict__)
+        assert loop._vt_future_kw == {"loop": loop}
+    finally:
+        loop.close()
+    # A closed loop lets go of the keywords that refer back to it (no cycle left behind).
+    assert loop._vt_future_kw is None
+
+
+def test_each_thread_sleeps_on_its_own_loop_while_another_runs() -> None:
+    # The compiled sleep remembers the loop running in the thread that last started or left
+    # one; a sleep in any other thread reads its own thread's record.  Two loops in two
+    # threads, their sleeps interleaved in real time, each ending at its own virtual total.
+    import threading
+
+    started = threading.Barrier(2, timeout=30)
+
+    async def sleeper(delays: list[float]) -> tuple[float, bool]:
+        loop = asyncio.get_running_loop()
+        started.wait()
+        for delay in delays:
+            await virtualtime.sleep(delay)
+            await asyncio.sleep(0)
+        return loop.time(), asyncio.get_running_loop() is loop
+
+    results: list[tuple[float, bool]] = []
+    worker = threading.Thread(target=lambda: results.append(virtualtime.run(sleeper([0.25] * 400))))
+    worker.start()
+    try:
+        here = virtualtime.run(sleeper([1.0] * 400))
+    finally:
+        worker.join(timeout=60)
+    assert here == (400.0, True)
+    assert results == [(100.0, True)]
+
+
+def test_a_sleep_after_the_loop_has_stopped_is_refused_not_put_on_the_old_loop() -> None:
+    loop = virtualtime.new_event_loop()
+    try:
+        loop.run_until_complete(virtualtime.sleep(1))
+        stray = virtualtime.sleep(2)
+        with pytest.raises(virtualtime.UsageError, match="running virtual event loop"):
+            stray.send(None)
+        assert loop.time() == 1.0
+        assert loop.peek() == math.inf  # nothing was pushed on the loop that has stopped
+    finally:
+        loop.close()

@@ -50,11 +50,12 @@ static PyObject *future_done = NULL, *future_set_result = NULL, *future_result =
 static PyObject *str_run = NULL;
 static PyObject *str_debug = NULL;
 static PyObject *str_closed = NULL;
-static PyObject *str_loop = NULL, *str_vt_ticks = NULL, *str_vt_heap = NULL, *str_vt_seq = NULL,
+static PyObject *str_loop = NULL, *str_vt_heap = NULL, *str_vt_seq = NULL,
                 *str_vt_history = NULL, *str_blocking = NULL, *str_result = NULL,
                 *str_priority = NULL,
                 *str_throw = NULL, *str_close = NULL, *kw_loop = NULL, *ticks_per_second = NULL;
 
+static PyObject *empty_tuple = NULL;
 static Py_ssize_t off_callback, off_args, off_cancelled, off_context, off_loop, off_repr,
     off_source_traceback, off_when, off_scheduled;
 /* virtualtime._engine._timers.SleepTimer: asyncio.sleep's timer, its heap item and handle. */
@@ -62,6 +63,46 @@ static PyTypeObject *sleeper_type = NULL;
 static Py_ssize_t off_s_future, off_s_queue, off_s_result, off_s_ticks;
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* virtualtime._engine._loop.VirtualEventLoop, set by setup_loop(): the fields every round reads
+   or writes are slots of that class (its __slots__), read and written here at the offsets of
+   their member descriptors -- a load where a lookup in the loop's __dict__ hashed the name. */
+static PyTypeObject *loop_type = NULL;
+static Py_ssize_t off_l_ticks, off_l_now, off_l_plain, off_l_stopping, off_l_rearmed,
+    off_l_drives, off_l_beyond, off_l_instant_count, off_l_fired, off_l_heap, off_l_seq,
+    off_l_history, off_l_future_kw, off_l_debug, off_l_closed;
+/* The loop's TimerQueue (_timers.py) and OutsideWork (_outside.py): the counts each round
+   compares, slots too. */
+static PyTypeObject *queue_type = NULL, *world_type = NULL;
+static Py_ssize_t off_q_cancelled, off_q_scan_at, off_w_calm_at, off_w_changes;
+
+/* Is ``obj`` a virtual loop (the slotted fields are where setup_loop() found them)? */
+static int
+is_loop(PyObject *obj)
+{
+    return loop_type != NULL && PyObject_TypeCheck(obj, loop_type);
+}
+
+/* Mirrors: ``loop.<name>`` for a slotted field of a virtual loop: borrowed; NULL with
+   AttributeError set if the field was never set. */
+static PyObject *
+field(PyObject *loop, Py_ssize_t off, const char *name)
+{
+    PyObject *value = SLOT(loop, off);
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, name);
+    }
+    return value;
+}
+
+/* Mirrors: ``loop.<name> = value`` for a slotted field of a virtual loop (value borrowed). */
+static void
+set_field(PyObject *loop, Py_ssize_t off, PyObject *value)
+{
+    PyObject *old = SLOT(loop, off);
+    SLOT(loop, off) = Py_NewRef(value);
+    Py_XDECREF(old);
+}
 
 static int
 slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out)
@@ -736,18 +777,16 @@ typedef struct {
     PyObject *loop; /* the loop holds this object: a cycle the GC sees (tp_traverse) */
     PyObject *append;
     PyObject *fallback;
-    PyObject *dict; /* the loop's __dict__: _debug and _closed are read there */
     vectorcallfunc vectorcall;
 } SoonCaller;
 
-/* A boolean instance attribute, read from an instance __dict__ (1, 0, or -1 with an error);
-   where the dict does not hold it, through getattr. */
-/* Mirrors: ``bool(obj.name)``, read first from ``obj.__dict__`` (as the pure path's stand-ins
-   in VirtualEventLoop._vt_lean_get_debug, _loop.py, read it). */
+/* A boolean flag of the loop (1, 0, or -1 with an error): a slot of a virtual loop (at
+   ``off``), else read with getattr. */
+/* Mirrors: ``bool(loop.name)``. */
 static int
-dict_flag(PyObject *dict, PyObject *obj, PyObject *name)
+loop_flag(PyObject *loop, Py_ssize_t off, PyObject *name)
 {
-    PyObject *flag = dict == NULL ? NULL : PyDict_GetItemWithError(dict, name);
+    PyObject *flag = is_loop(loop) ? SLOT(loop, off) : NULL;
     if (flag == Py_True) {
         return 1;
     }
@@ -757,13 +796,7 @@ dict_flag(PyObject *dict, PyObject *obj, PyObject *name)
     if (flag != NULL) {
         return PyObject_IsTrue(flag);
     }
-    if (PyErr_Occurred() || obj == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetObject(PyExc_AttributeError, name);
-        }
-        return -1;
-    }
-    flag = PyObject_GetAttr(obj, name);
+    flag = PyObject_GetAttr(loop, name);
     if (flag == NULL) {
         return -1;
     }
@@ -793,11 +826,11 @@ soon_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObje
         }
     }
     if (!slow) {
-        int debug = dict_flag(self->dict, loop, str_debug);
+        int debug = loop_flag(loop, off_l_debug, str_debug);
         if (debug < 0) {
             return NULL;
         }
-        int closed = debug ? 0 : dict_flag(self->dict, loop, str_closed);
+        int closed = debug ? 0 : loop_flag(loop, off_l_closed, str_closed);
         if (closed < 0) {
             return NULL;
         }
@@ -845,10 +878,6 @@ soon_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->loop = Py_NewRef(loop);
     self->append = Py_NewRef(append);
     self->fallback = Py_NewRef(fallback);
-    self->dict = PyObject_GenericGetDict(loop, NULL);
-    if (self->dict == NULL) {
-        PyErr_Clear(); /* no __dict__: read the flags with getattr */
-    }
     self->vectorcall = soon_vectorcall;
     return (PyObject *)self;
 }
@@ -859,7 +888,6 @@ soon_traverse(SoonCaller *self, visitproc visit, void *arg)
     Py_VISIT(self->loop);
     Py_VISIT(self->append);
     Py_VISIT(self->fallback);
-    Py_VISIT(self->dict);
     return 0;
 }
 
@@ -869,7 +897,6 @@ soon_clear(SoonCaller *self)
     Py_CLEAR(self->loop);
     Py_CLEAR(self->append);
     Py_CLEAR(self->fallback);
-    Py_CLEAR(self->dict);
     return 0;
 }
 
@@ -943,7 +970,6 @@ static PyTypeObject SoonCaller_Type = {
 typedef struct {
     PyObject_HEAD
     PyObject *loop;
-    PyObject *dict;  /* the loop's __dict__: _debug, _closed and _vt_ticks are read there */
     PyObject *timer; /* the lean timer type */
     PyObject *heap;
     PyObject *next_seq;
@@ -962,7 +988,7 @@ later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObj
     LaterCaller *self = (LaterCaller *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *context = NULL;
-    int slow = nargs < 2 || self->history || self->dict == NULL;
+    int slow = nargs < 2 || self->history;
     if (!slow && kwnames != NULL) {
         Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
         if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
@@ -996,11 +1022,11 @@ later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObj
         }
     }
     if (!slow) {
-        int debug = dict_flag(self->dict, self->loop, str_debug);
+        int debug = loop_flag(self->loop, off_l_debug, str_debug);
         if (debug < 0) {
             return NULL;
         }
-        int closed = debug ? 0 : dict_flag(self->dict, self->loop, str_closed);
+        int closed = debug ? 0 : loop_flag(self->loop, off_l_closed, str_closed);
         if (closed < 0) {
             return NULL;
         }
@@ -1009,11 +1035,8 @@ later_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObj
     if (slow) {
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     }
-    PyObject *now = PyDict_GetItemWithError(self->dict, str_vt_ticks); /* borrowed */
+    PyObject *now = field(self->loop, off_l_ticks, "_vt_ticks"); /* borrowed */
     if (now == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetObject(PyExc_AttributeError, str_vt_ticks);
-        }
         return NULL;
     }
     PyObject *ticks;
@@ -1145,32 +1168,31 @@ later_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     PyObject *next_seq = heap == NULL ? NULL : PyObject_GetAttr(loop, str_vt_seq);
     PyObject *history = next_seq == NULL ? NULL : PyObject_GetAttr(loop, str_vt_history);
     PyObject *queue = history == NULL ? NULL : PyObject_GetAttrString(loop, "_vt_timers");
-    PyObject *dict = queue == NULL ? NULL : PyObject_GenericGetDict(loop, NULL);
-    if (dict == NULL || !PyList_CheckExact(heap)) {
-        if (dict != NULL) {
+    if (queue == NULL || !PyList_CheckExact(heap)) {
+        if (queue != NULL) {
             PyErr_SetString(PyExc_TypeError, "virtualtime._engine._cwake: the loop's heap is not a list");
         }
         Py_XDECREF(heap);
         Py_XDECREF(next_seq);
         Py_XDECREF(history);
         Py_XDECREF(queue);
-        Py_XDECREF(dict);
         return NULL;
     }
-    LaterCaller *self = (LaterCaller *)type->tp_alloc(type, 0);
+    LaterCaller *self = is_loop(loop) ? (LaterCaller *)type->tp_alloc(type, 0) : NULL;
     if (self == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "LaterCaller() takes a virtual loop (setup_loop)");
+        }
         Py_DECREF(heap);
         Py_DECREF(next_seq);
         Py_DECREF(history);
         Py_DECREF(queue);
-        Py_DECREF(dict);
         return NULL;
     }
     self->queue = queue;
     self->history = history != Py_None;
     Py_DECREF(history);
     self->loop = Py_NewRef(loop);
-    self->dict = dict;
     self->timer = Py_NewRef(timer);
     self->heap = heap;
     self->next_seq = next_seq;
@@ -1183,7 +1205,6 @@ static int
 later_traverse(LaterCaller *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->loop);
-    Py_VISIT(self->dict);
     Py_VISIT(self->timer);
     Py_VISIT(self->heap);
     Py_VISIT(self->next_seq);
@@ -1196,7 +1217,6 @@ static int
 later_clear(LaterCaller *self)
 {
     Py_CLEAR(self->loop);
-    Py_CLEAR(self->dict);
     Py_CLEAR(self->timer);
     Py_CLEAR(self->heap);
     Py_CLEAR(self->next_seq);
@@ -1262,77 +1282,72 @@ static PyTypeObject LaterCaller_Type = {
     .tp_methods = later_methods,
 };
 
-/* DictFlag(dict, name): a callable returning dict[name] -- the loop's get_debug, reading
-   ``_debug`` from the loop's __dict__ (every Future built on the loop calls it). */
+/* DebugFlag(loop): a callable returning loop._debug -- the loop's get_debug, reading the
+   flag from its slot (every Future built on the loop calls it). */
 typedef struct {
     PyObject_HEAD
-    PyObject *dict;
-    PyObject *name;
+    PyObject *loop;
     vectorcallfunc vectorcall;
-} DictFlag;
+} DebugFlag;
 
 /* Mirrors: BaseEventLoop.get_debug(), as the pure path's stand-in in
-   VirtualEventLoop._vt_lean_get_debug (_loop.py) reads it: ``loop.__dict__["_debug"]``. */
+   VirtualEventLoop._vt_lean_get_debug (_loop.py) reads it: the slot ``_debug``. */
 static PyObject *
 flag_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    DictFlag *self = (DictFlag *)self_obj;
+    DebugFlag *self = (DebugFlag *)self_obj;
     if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
         PyErr_SetString(PyExc_TypeError, "get_debug() takes no arguments");
         return NULL;
     }
-    PyObject *value = PyDict_GetItemWithError(self->dict, self->name);
-    if (value == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetObject(PyExc_AttributeError, self->name);
-        }
-        return NULL;
-    }
-    return Py_NewRef(value);
+    PyObject *value = field(self->loop, off_l_debug, "_debug");
+    return value == NULL ? NULL : Py_NewRef(value);
 }
 
 static PyObject *
 flag_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *dict, *name;
-    if (!PyArg_ParseTuple(args, "O!U:DictFlag", &PyDict_Type, &dict, &name)) {
+    PyObject *loop;
+    if (!PyArg_ParseTuple(args, "O:DebugFlag", &loop)) {
         return NULL;
     }
-    DictFlag *self = (DictFlag *)type->tp_alloc(type, 0);
+    if (!is_loop(loop)) {
+        PyErr_SetString(PyExc_TypeError, "DebugFlag() takes a virtual loop (setup_loop)");
+        return NULL;
+    }
+    DebugFlag *self = (DebugFlag *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
     }
-    self->dict = Py_NewRef(dict);
-    self->name = Py_NewRef(name);
+    self->loop = Py_NewRef(loop);
     self->vectorcall = flag_vectorcall;
     return (PyObject *)self;
 }
 
 static int
-flag_traverse(DictFlag *self, visitproc visit, void *arg)
+flag_traverse(DebugFlag *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->dict);
+    Py_VISIT(self->loop);
     return 0;
 }
 
 static int
-flag_clear(DictFlag *self)
+flag_clear(DebugFlag *self)
 {
-    Py_CLEAR(self->dict);
+    Py_CLEAR(self->loop);
     return 0;
 }
 
 static void
-flag_dealloc(DictFlag *self)
+flag_dealloc(DebugFlag *self)
 {
     PyObject_GC_UnTrack(self);
     flag_clear(self);
-    Py_CLEAR(self->name);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *
-flag_signature(DictFlag *Py_UNUSED(self), void *Py_UNUSED(closure))
+flag_signature(DebugFlag *Py_UNUSED(self), void *Py_UNUSED(closure))
 {
     return signature_of(NULL);
 }
@@ -1356,9 +1371,9 @@ static PyGetSetDef flag_getset[] = {
     {NULL},
 };
 
-static PyTypeObject DictFlag_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.DictFlag",
-    .tp_basicsize = sizeof(DictFlag),
+static PyTypeObject DebugFlag_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "virtualtime._engine._cwake.DebugFlag",
+    .tp_basicsize = sizeof(DebugFlag),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "The virtual loop's get_debug(), compiled: as asyncio's loop.get_debug "
               "(see virtualtime._engine._loop).",
@@ -1367,7 +1382,7 @@ static PyTypeObject DictFlag_Type = {
     .tp_clear = (inquiry)flag_clear,
     .tp_dealloc = (destructor)flag_dealloc,
     .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(DictFlag, vectorcall),
+    .tp_vectorcall_offset = offsetof(DebugFlag, vectorcall),
     .tp_getset = flag_getset,
     .tp_methods = flag_methods,
 };
@@ -1510,9 +1525,7 @@ loop_item(PyObject *dict, PyObject *name)
 }
 
 
-static PyObject *str_vt_plain = NULL, *str_stopping = NULL, *str_vt_drives = NULL,
-                *str_vt_rearmed = NULL, *str_vt_beyond = NULL, *str_vt_now = NULL,
-                *str_vt_instant_count = NULL, *str_vt_max_instant = NULL, *str_vt_fired = NULL,
+static PyObject *str_vt_max_instant = NULL, *str_vt_fired = NULL,
                 *str_cancelled = NULL, *str_calm_at = NULL, *str_changes = NULL,
                 *str_vt_runaway = NULL, *str_vt_selector = NULL, *str_registered = NULL,
                 *str_scan_at = NULL;
@@ -1533,19 +1546,6 @@ int_item(PyObject *dict, PyObject *name, long long *out)
         return 0;
     }
     return 1;
-}
-
-/* Store a C integer as a loop field: 0, or -1 with an error set. */
-static int
-set_int_item(PyObject *dict, PyObject *name, long long value)
-{
-    PyObject *obj = PyLong_FromLongLong(value);
-    if (obj == NULL) {
-        return -1;
-    }
-    int rc = PyDict_SetItem(dict, name, obj);
-    Py_DECREF(obj);
-    return rc;
 }
 
 /* An int attribute of a helper object (the timer queue's ``cancelled``, the outside world's
@@ -1569,6 +1569,27 @@ int_attr(PyObject *obj, PyObject *name, long long *out)
     return ok;
 }
 
+/* A count kept in a slot of a helper of the loop (an exact ``type``: at ``off``), else read
+   as an attribute: as int_attr. */
+static int
+int_slot(PyObject *obj, PyTypeObject *type, Py_ssize_t off, PyObject *name, long long *out)
+{
+    if (!Py_IS_TYPE(obj, type)) {
+        return int_attr(obj, name, out);
+    }
+    PyObject *value = SLOT(obj, off);
+    if (value == NULL || !PyLong_CheckExact(value)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 /* The round the compiled core may take now: 1 the plain round (nothing ready: jump to the
    head, whose tick is then in *head_ticks), 2 a busy round (something ready: time stays, what
    is due now fires, the ready queue runs), 0 neither (the Python round decides: a purge, a
@@ -1577,22 +1598,22 @@ int_attr(PyObject *obj, PyObject *name, long long *out)
 /* Mirrors: the tests at the top of CycleMixin._run_once (_cycle.py): the plain round's, and
    the general round's when something is ready and nothing needs a purge or a poll. */
 static int
-round_kind(PyObject *dict, PyObject *heap, PyObject *ready, PyObject *timers, PyObject *world,
+round_kind(PyObject *loop, PyObject *heap, PyObject *ready, PyObject *timers, PyObject *world,
            PyObject *threads, PyObject *selector, long long *head_ticks)
 {
     /* _vt_plain: the fast path with lean timers (no history, not in debug mode: set_debug
        updates it).  Never while stopping, nor with a drive or a re-armed timer in play. */
-    if (PyDict_GetItemWithError(dict, str_vt_plain) != Py_True ||
-        PyDict_GetItemWithError(dict, str_stopping) != Py_False ||
-        PyDict_GetItemWithError(dict, str_vt_rearmed) != Py_False) {
-        return PyErr_Occurred() ? -1 : 0;
+    if (SLOT(loop, off_l_plain) != Py_True || SLOT(loop, off_l_stopping) != Py_False ||
+        SLOT(loop, off_l_rearmed) != Py_False) {
+        return 0;
     }
-    PyObject *drives = PyDict_GetItemWithError(dict, str_vt_drives);
+    PyObject *drives = SLOT(loop, off_l_drives);
     if (drives == NULL || !PyList_CheckExact(drives) || PyList_GET_SIZE(drives) != 0) {
-        return PyErr_Occurred() ? -1 : 0;
+        return 0;
     }
     long long cancelled;
-    if (!int_attr(timers, str_cancelled, &cancelled) || cancelled != 0) {
+    if (!int_slot(timers, queue_type, off_q_cancelled, str_cancelled, &cancelled) ||
+        cancelled != 0) {
         return 0;
     }
     Py_ssize_t size = PyList_GET_SIZE(heap);
@@ -1618,7 +1639,8 @@ round_kind(PyObject *dict, PyObject *heap, PyObject *ready, PyObject *timers, Py
     if (pending > 0) {
         long long scan_at, registered;
         if (!int_attr(selector, str_registered, &registered) || registered > 1 ||
-            !int_attr(timers, str_scan_at, &scan_at) || size >= scan_at) {
+            !int_slot(timers, queue_type, off_q_scan_at, str_scan_at, &scan_at) ||
+            size >= scan_at) {
             return 0; /* a poll, or the heap's growth scan, is due */
         }
         return 2;
@@ -1627,13 +1649,14 @@ round_kind(PyObject *dict, PyObject *heap, PyObject *ready, PyObject *timers, Py
         return 0;
     }
     long long calm_at, changes, beyond;
-    if (!int_attr(world, str_calm_at, &calm_at) || !int_attr(world, str_changes, &changes) ||
+    if (!int_slot(world, world_type, off_w_calm_at, str_calm_at, &calm_at) ||
+        !int_slot(world, world_type, off_w_changes, str_changes, &changes) ||
         calm_at != changes || PyDict_GET_SIZE(threads) != 1) {
         return 0; /* something outside may be going on */
     }
-    PyObject *beyond_obj = PyDict_GetItemWithError(dict, str_vt_beyond);
+    PyObject *beyond_obj = SLOT(loop, off_l_beyond);
     if (beyond_obj == NULL || !PyLong_CheckExact(beyond_obj)) {
-        return PyErr_Occurred() ? -1 : 0;
+        return 0;
     }
     int overflow;
     beyond = PyLong_AsLongLongAndOverflow(beyond_obj, &overflow);
@@ -1659,9 +1682,9 @@ round_kind(PyObject *dict, PyObject *heap, PyObject *ready, PyObject *timers, Py
 /* Store ``value`` as the loop's float clock (_vt_now) if it is later: 0, or -1 with an error. */
 /* Mirrors: ``if seconds > self._vt_now: self._vt_now = seconds`` (_cycle.py). */
 static int
-raise_now(PyObject *dict, PyObject *value)
+raise_now(PyObject *loop, PyObject *value)
 {
-    PyObject *was = loop_item(dict, str_vt_now);
+    PyObject *was = field(loop, off_l_now, "_vt_now");
     if (was == NULL) {
         return -1;
     }
@@ -1672,7 +1695,40 @@ raise_now(PyObject *dict, PyObject *value)
     if (later < 0) {
         return -1;
     }
-    return later ? PyDict_SetItem(dict, str_vt_now, value) : 0;
+    if (later) {
+        set_field(loop, off_l_now, value);
+    }
+    return 0;
+}
+
+/* A slotted field of the loop that is an exact int, as a C long long: as int_item. */
+static int
+int_field(PyObject *loop, Py_ssize_t off, long long *out)
+{
+    PyObject *value = SLOT(loop, off);
+    if (value == NULL || !PyLong_CheckExact(value)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* Store a C integer as a slotted field of the loop: 0, or -1 with an error set. */
+static int
+set_int_field(PyObject *loop, Py_ssize_t off, long long value)
+{
+    PyObject *obj = PyLong_FromLongLong(value);
+    if (obj == NULL) {
+        return -1;
+    }
+    set_field(loop, off, obj);
+    Py_DECREF(obj);
+    return 0;
 }
 
 /* plain_rounds(loop, heap, ready, timers, world, threads, popleft, failed) -> rounds
@@ -1703,6 +1759,9 @@ plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "plain_rounds(): heap must be a list, threads a dict");
         return NULL;
     }
+    if (!is_loop(loop)) {
+        return PyLong_FromLong(0); /* not the loop this was written for: the Python round */
+    }
     PyObject *dict = PyObject_GenericGetDict(loop, NULL);
     if (dict == NULL) {
         return NULL;
@@ -1722,34 +1781,36 @@ plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     for (;;) {
         long long head = 0, ticks, count;
-        int kind = round_kind(dict, heap, ready, timers, world, threads, selector, &head);
+        int kind = round_kind(loop, heap, ready, timers, world, threads, selector, &head);
         if (kind <= 0) {
             if (kind < 0) {
                 goto error;
             }
             break;
         }
-        if (!int_item(dict, str_vt_ticks, &ticks) || !int_item(dict, str_vt_instant_count, &count)) {
+        if (!int_field(loop, off_l_ticks, &ticks) ||
+            !int_field(loop, off_l_instant_count, &count)) {
             break;
         }
         PyObject *now = kind == 1 ? PyTuple_GET_ITEM(PyList_GET_ITEM(heap, 0), 0)
-                                  : loop_item(dict, str_vt_ticks);
-        if (now == NULL) {
-            goto error;
-        }
+                                  : SLOT(loop, off_l_ticks);
         Py_INCREF(now);
         if (kind == 1 && head > ticks) { /* _vt_set_ticks, inlined */
             PyObject *seconds = PyNumber_TrueDivide(now, ticks_per_second);
-            if (seconds == NULL || PyDict_SetItem(dict, str_vt_ticks, now) < 0 ||
-                raise_now(dict, seconds) < 0) {
-                Py_XDECREF(seconds);
+            if (seconds == NULL) {
+                Py_DECREF(now);
+                goto error;
+            }
+            set_field(loop, off_l_ticks, now);
+            if (raise_now(loop, seconds) < 0) {
+                Py_DECREF(seconds);
                 Py_DECREF(now);
                 goto error;
             }
             Py_DECREF(seconds);
             count = 0;
         }
-        PyObject *seconds = loop_item(dict, str_vt_now);
+        PyObject *seconds = field(loop, off_l_now, "_vt_now");
         if (seconds == NULL) {
             Py_DECREF(now);
             goto error;
@@ -1772,13 +1833,13 @@ plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         if (rc == 0 && seconds != before) {
-            rc = raise_now(dict, seconds); /* a later float deadline (see call_at) */
+            rc = raise_now(loop, seconds); /* a later float deadline (see call_at) */
         }
         Py_DECREF(seconds);
         if (rc == 0 && fired) {
             long long total;
-            rc = int_item(dict, str_vt_fired, &total)
-                     ? set_int_item(dict, str_vt_fired, total + fired)
+            rc = int_field(loop, off_l_fired, &total)
+                     ? set_int_field(loop, off_l_fired, total + fired)
                      : -1;
         }
         if (rc < 0) {
@@ -1788,7 +1849,7 @@ plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
         count += 1;
-        if (set_int_item(dict, str_vt_instant_count, count) < 0) {
+        if (set_int_field(loop, off_l_instant_count, count) < 0) {
             goto error;
         }
         if (count > max_count) {
@@ -1888,6 +1949,33 @@ sleep_timer_cancel(PyObject *module, PyObject *cancelled)
    loop finds it (a waiter's death is never reported: see virtualtime/_engine/_timers.py). */
 
 static PyObject *running_here = NULL; /* virtualtime._engine._running.RUNNING_HERE */
+
+/* What RUNNING_HERE.loop holds in one thread (here_thread), as the loop last told
+   note_running(): reading a thread-local's attribute costs two dict lookups on every sleep,
+   comparing a thread ident one load.  Every write of RUNNING_HERE.loop tells note_running()
+   too (VirtualEventLoop.run_forever, and a forked child); another thread's sleeps read the
+   thread-local itself. */
+static unsigned long here_thread = 0;
+static PyObject *here_loop = NULL; /* strong; NULL: nothing noted */
+
+/* note_running(loop): RUNNING_HERE.loop was just set to ``loop`` (or None) in this thread. */
+static PyObject *
+note_running(PyObject *module, PyObject *loop)
+{
+    here_thread = PyThread_get_thread_ident();
+    Py_XSETREF(here_loop, Py_NewRef(loop));
+    Py_RETURN_NONE;
+}
+
+/* Mirrors: ``RUNNING_HERE.loop`` (virtualtime/_engine/_running.py): a new reference. */
+static PyObject *
+loop_running_here(void)
+{
+    if (here_loop != NULL && here_thread == PyThread_get_thread_ident()) {
+        return Py_NewRef(here_loop);
+    }
+    return PyObject_GetAttr(running_here, str_loop);
+}
 static PyObject *py_sleep = NULL;     /* _control.general_sleep, a coroutine function */
 
 typedef struct {
@@ -2027,8 +2115,18 @@ static PyObject *
 push_waiter(PyObject *loop, PyObject *heap, PyObject *next_seq, PyObject *ticks, PyObject *delay,
             PyObject *priority)
 {
-    PyObject *fargs[1] = {loop};
-    PyObject *future = PyObject_Vectorcall((PyObject *)waiter_type, fargs, 0, kw_loop);
+    /* Future(loop=loop): with the loop's own {"loop": loop} (_vt_future_kw), the type's call
+       takes the keywords as they are, where a call with keyword names first builds that
+       dict and then frees it, on every sleep. */
+    PyObject *kw = SLOT(loop, off_l_future_kw);
+    PyObject *future;
+    if (kw != NULL && PyDict_CheckExact(kw)) {
+        future = PyObject_Call((PyObject *)waiter_type, empty_tuple, kw);
+    }
+    else {
+        PyObject *fargs[1] = {loop};
+        future = PyObject_Vectorcall((PyObject *)waiter_type, fargs, 0, kw_loop);
+    }
     if (future == NULL) {
         return NULL;
     }
@@ -2082,7 +2180,7 @@ arm(Sleep *self)
     if (self->priority != NULL && !PyLong_CheckExact(self->priority)) {
         return 0;
     }
-    PyObject *loop = PyObject_GetAttr(running_here, str_loop);
+    PyObject *loop = loop_running_here();
     if (loop == NULL) {
         return -1;
     }
@@ -2090,30 +2188,26 @@ arm(Sleep *self)
         Py_DECREF(loop);
         return 0;
     }
-    /* The loop's own attributes, read from its __dict__ (nothing about it is kept). */
-    PyObject *dict = PyObject_GenericGetDict(loop, NULL);
-    if (dict == NULL) {
+    if (!is_loop(loop)) {
         Py_DECREF(loop);
-        return -1;
+        return 0;
     }
-    PyObject *history = loop_item(dict, str_vt_history);
-    PyObject *heap = history == NULL ? NULL : loop_item(dict, str_vt_heap);
-    PyObject *next_seq = heap == NULL ? NULL : loop_item(dict, str_vt_seq);
-    PyObject *ticks = next_seq == NULL ? NULL : loop_item(dict, str_vt_ticks);
+    /* The loop's own fields, read where they are (nothing about it is kept). */
+    PyObject *history = field(loop, off_l_history, "_vt_history");
+    PyObject *heap = history == NULL ? NULL : field(loop, off_l_heap, "_vt_heap");
+    PyObject *next_seq = heap == NULL ? NULL : field(loop, off_l_seq, "_vt_seq");
+    PyObject *ticks = next_seq == NULL ? NULL : field(loop, off_l_ticks, "_vt_ticks");
     if (ticks == NULL) {
-        Py_DECREF(dict);
         Py_DECREF(loop);
         return -1;
     }
     if (history != Py_None || !PyList_CheckExact(heap)) {
-        Py_DECREF(dict);
         Py_DECREF(loop);
         return 0; /* a kept history (or something unexpected): general_sleep's way */
     }
     Py_INCREF(heap);
     Py_INCREF(next_seq);
     Py_INCREF(ticks);
-    Py_DECREF(dict);
     PyObject *future = push_waiter(loop, heap, next_seq, ticks, self->delay, self->priority);
     Py_DECREF(heap);
     Py_DECREF(next_seq);
@@ -2711,14 +2805,18 @@ nap_arm(KitNap *self)
     if (loop == NULL) {
         goto done;
     }
+    if (!is_loop(loop)) {
+        rc = 0;
+        goto done;
+    }
     dict = PyObject_GenericGetDict(loop, NULL);
     if (dict == NULL) {
         goto done;
     }
-    PyObject *history = loop_item(dict, str_vt_history);
-    PyObject *heap = history == NULL ? NULL : loop_item(dict, str_vt_heap);
-    PyObject *next_seq = heap == NULL ? NULL : loop_item(dict, str_vt_seq);
-    PyObject *ticks = next_seq == NULL ? NULL : loop_item(dict, str_vt_ticks);
+    PyObject *history = field(loop, off_l_history, "_vt_history");
+    PyObject *heap = history == NULL ? NULL : field(loop, off_l_heap, "_vt_heap");
+    PyObject *next_seq = heap == NULL ? NULL : field(loop, off_l_seq, "_vt_seq");
+    PyObject *ticks = next_seq == NULL ? NULL : field(loop, off_l_ticks, "_vt_ticks");
     PyObject *ready = ticks == NULL ? NULL : loop_item(dict, str_ready);
     if (ready == NULL) {
         goto done;
@@ -3088,7 +3186,47 @@ setup_kit(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* setup_loop(loop_type, queue_type, world_type): the offsets of the slotted fields of the
+   virtual loop, its timer queue and its outside-work model. */
+static PyObject *
+setup_loop(PyObject *module, PyObject *args)
+{
+    PyObject *arg, *queue, *world;
+    if (!PyArg_ParseTuple(args, "O!O!O!:setup_loop", &PyType_Type, &arg, &PyType_Type, &queue,
+                          &PyType_Type, &world)) {
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)arg;
+    if (slot_offset((PyTypeObject *)queue, "cancelled", &off_q_cancelled) < 0 ||
+        slot_offset((PyTypeObject *)queue, "scan_at", &off_q_scan_at) < 0 ||
+        slot_offset((PyTypeObject *)world, "calm_at", &off_w_calm_at) < 0 ||
+        slot_offset((PyTypeObject *)world, "changes", &off_w_changes) < 0 ||
+        slot_offset(type, "_vt_ticks", &off_l_ticks) < 0 ||
+        slot_offset(type, "_vt_now", &off_l_now) < 0 ||
+        slot_offset(type, "_vt_plain", &off_l_plain) < 0 ||
+        slot_offset(type, "_stopping", &off_l_stopping) < 0 ||
+        slot_offset(type, "_vt_rearmed", &off_l_rearmed) < 0 ||
+        slot_offset(type, "_vt_drives", &off_l_drives) < 0 ||
+        slot_offset(type, "_vt_beyond", &off_l_beyond) < 0 ||
+        slot_offset(type, "_vt_instant_count", &off_l_instant_count) < 0 ||
+        slot_offset(type, "_vt_fired", &off_l_fired) < 0 ||
+        slot_offset(type, "_vt_heap", &off_l_heap) < 0 ||
+        slot_offset(type, "_vt_seq", &off_l_seq) < 0 ||
+        slot_offset(type, "_vt_history", &off_l_history) < 0 ||
+        slot_offset(type, "_vt_future_kw", &off_l_future_kw) < 0 ||
+        slot_offset(type, "_debug", &off_l_debug) < 0 ||
+        slot_offset(type, "_closed", &off_l_closed) < 0) {
+        return NULL;
+    }
+    Py_XSETREF(queue_type, (PyTypeObject *)Py_NewRef(queue));
+    Py_XSETREF(world_type, (PyTypeObject *)Py_NewRef(world));
+    Py_XSETREF(loop_type, (PyTypeObject *)Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"setup_loop", (PyCFunction)setup_loop, METH_VARARGS,
+     "setup_loop(loop_type, queue_type, world_type): where the slotted fields are"},
     {"setup", (PyCFunction)setup, METH_VARARGS,
      "setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error, "
      "wake_context)"},
@@ -3103,6 +3241,8 @@ static PyMethodDef methods[] = {
     {"plain_rounds", (PyCFunction)(void (*)(void))plain_rounds, METH_FASTCALL,
      "plain_rounds(loop, heap, ready, timers, world, threads, popleft, failed) -> rounds"},
     {"setup_sleep", (PyCFunction)setup_sleep, METH_VARARGS, "setup_sleep(running_here, py_sleep)"},
+    {"note_running", (PyCFunction)note_running, METH_O,
+     "note_running(loop): RUNNING_HERE.loop was just set to loop in this thread"},
     {"kit_exact_runs", (PyCFunction)kit_exact_runs, METH_O,
      "kit_exact_runs(delta) -> running order='simpy' simulations"},
     {"setup_kit", (PyCFunction)setup_kit, METH_VARARGS,
@@ -3127,7 +3267,7 @@ PyMODINIT_FUNC
 PyInit__cwake(void)
 {
     if (PyType_Ready(&SoonCaller_Type) < 0 || PyType_Ready(&Sleep_Type) < 0 ||
-        PyType_Ready(&DictFlag_Type) < 0 || PyType_Ready(&LaterCaller_Type) < 0 ||
+        PyType_Ready(&DebugFlag_Type) < 0 || PyType_Ready(&LaterCaller_Type) < 0 ||
         PyType_Ready(&KitSleep_Type) < 0 || PyType_Ready(&KitNap_Type) < 0) {
         return NULL;
     }
@@ -3137,7 +3277,6 @@ PyInit__cwake(void)
     str_debug = PyUnicode_InternFromString("_debug");
     str_closed = PyUnicode_InternFromString("_closed");
     str_loop = PyUnicode_InternFromString("loop");
-    str_vt_ticks = PyUnicode_InternFromString("_vt_ticks");
     str_vt_heap = PyUnicode_InternFromString("_vt_heap");
     str_vt_seq = PyUnicode_InternFromString("_vt_seq");
     str_vt_history = PyUnicode_InternFromString("_vt_history");
@@ -3155,13 +3294,6 @@ PyInit__cwake(void)
     str_close = PyUnicode_InternFromString("close");
     str_final = PyUnicode_InternFromString("_final");
     str_clock = PyUnicode_InternFromString("_clock");
-    str_vt_plain = PyUnicode_InternFromString("_vt_plain");
-    str_stopping = PyUnicode_InternFromString("_stopping");
-    str_vt_drives = PyUnicode_InternFromString("_vt_drives");
-    str_vt_rearmed = PyUnicode_InternFromString("_vt_rearmed");
-    str_vt_beyond = PyUnicode_InternFromString("_vt_beyond");
-    str_vt_now = PyUnicode_InternFromString("_vt_now");
-    str_vt_instant_count = PyUnicode_InternFromString("_vt_instant_count");
     str_vt_max_instant = PyUnicode_InternFromString("_vt_max_instant");
     str_vt_fired = PyUnicode_InternFromString("_vt_fired");
     str_cancelled = PyUnicode_InternFromString("cancelled");
@@ -3172,19 +3304,19 @@ PyInit__cwake(void)
     str_registered = PyUnicode_InternFromString("registered");
     str_scan_at = PyUnicode_InternFromString("scan_at");
     if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed || !str_loop ||
-        !str_vt_ticks || !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
+        !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
         !str_result || !str_priority || !str_fast ||
         !str_native || !str_env_loop || !str_pending || !str_target || !str_ready ||
         !str_general || !str_throw || !str_close || !str_final ||
-        !str_clock || !str_vt_plain || !str_stopping || !str_vt_drives || !str_vt_rearmed ||
-        !str_vt_beyond || !str_vt_now || !str_vt_instant_count || !str_vt_max_instant ||
+        !str_clock || !str_vt_max_instant ||
         !str_vt_fired || !str_cancelled || !str_calm_at || !str_changes || !str_vt_runaway ||
         !str_vt_selector || !str_registered || !str_scan_at) {
         return NULL;
     }
     kw_loop = PyTuple_Pack(1, str_loop);
+    empty_tuple = PyTuple_New(0);
     ticks_per_second = PyLong_FromLong(1000000000L);
-    if (kw_loop == NULL || ticks_per_second == NULL) {
+    if (kw_loop == NULL || empty_tuple == NULL || ticks_per_second == NULL) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
@@ -3193,7 +3325,7 @@ PyInit__cwake(void)
     }
     if (PyModule_AddObjectRef(module, "SoonCaller", (PyObject *)&SoonCaller_Type) < 0 ||
         PyModule_AddObjectRef(module, "Sleep", (PyObject *)&Sleep_Type) < 0 ||
-        PyModule_AddObjectRef(module, "DictFlag", (PyObject *)&DictFlag_Type) < 0 ||
+        PyModule_AddObjectRef(module, "DebugFlag", (PyObject *)&DebugFlag_Type) < 0 ||
         PyModule_AddObjectRef(module, "LaterCaller", (PyObject *)&LaterCaller_Type) < 0 ||
         PyModule_AddObjectRef(module, "KitSleep", (PyObject *)&KitSleep_Type) < 0 ||
         /* kit_sleep takes ``value`` itself, and KitSleep marks and warns (see _kit). */

@@ -79,6 +79,7 @@ import heapq
 import inspect
 import itertools
 import math
+import os
 import sys
 import weakref
 from asyncio import base_events as _base_events
@@ -140,6 +141,8 @@ _heappush: Final = heapq.heappush
 _current_task: Final = asyncio.current_task
 _modules: Final = sys.modules
 _core: Final = core
+# The compiled core's note of RUNNING_HERE.loop, told of every change run_forever makes.
+_note_running: Final = None if core is None else core.note_running
 
 _ZERO: Final = 0
 """The default ``priority``: the one value the inline path of ``call_later`` takes."""
@@ -313,11 +316,34 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
     nanosecond after 8 such rounds, as a real clock would have moved; zero delays never do.
     """
 
-    # asyncio-private: BaseEventLoop.__del__ reads _closed.  A loop whose options were rejected
-    # never opened anything, so until BaseEventLoop.__init__ sets it, it counts as closed.
-    _closed = True
+    # The fields every round reads or writes are slots (the instance keeps its __dict__ for
+    # the rest): the compiled core reads them at fixed offsets (_cwake.c, setup_loop) where a
+    # lookup in the instance dict hashed a name a dozen times a round, about a tenth of a
+    # wake-up.  Python reads and writes them as before.  _stopping, _debug and _closed are
+    # asyncio's own flags: BaseEventLoop's assignments land in these slots
+    # (tests/test_canaries.py pins that).
+    __slots__ = (
+        "_closed",
+        "_debug",
+        "_stopping",
+        "_vt_beyond",
+        "_vt_drives",
+        "_vt_fired",
+        "_vt_future_kw",
+        "_vt_heap",
+        "_vt_history",
+        "_vt_instant_count",
+        "_vt_now",
+        "_vt_plain",
+        "_vt_rearmed",
+        "_vt_seq",
+        "_vt_ticks",
+    )
 
     def __init__(self, options: LoopOptions | None = None, /, **kwargs: Unpack[LoopKwargs]) -> None:
+        # asyncio-private: BaseEventLoop.__del__ reads _closed.  A loop whose options are
+        # rejected never opens anything, so until BaseEventLoop.__init__ sets it, it is closed.
+        self._closed = True
         # Validate everything before creating any resource (the selector and self-pipe).
         checked, layers = configured(from_call(options, kwargs, "VirtualEventLoop"))
         start = checked.start
@@ -341,6 +367,9 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         self._vt_timers = TimerQueue(on_discard=self._vt_forget_seq)
         # The timer heap itself, read directly on the hot path (the queue changes it in place).
         self._vt_heap: list[tuple[int, int, int, Any]] = self._vt_timers.heap
+        # The keywords of Future(loop=self), made once for the compiled sleeps (_cwake.c,
+        # push_waiter); dropped at close, so that a closed loop is no cycle.
+        self._vt_future_kw: dict[str, Any] | None = {"loop": self}
         self._vt_seq = self._vt_timers.next_seq
         # Seeded runs (_seeding.py): the Chooser behind every seeded decision, and what the
         # seed perturbs; the gates on the ready queue (_cycle.py), perturb="ready" among them.
@@ -593,10 +622,10 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         own = self.__dict__
         before = set(own)
         if cls.get_debug is _base_events.BaseEventLoop.get_debug:
-            if _core is not None:  # the compiled twin: reads the flag from the loop's __dict__
-                self.get_debug = _core.DictFlag(self.__dict__, "_debug")  # type: ignore[method-assign]
-            else:  # the same read in pure Python: the dict's own lookup, no attribute search
-                flag = functools.partial(self.__dict__.__getitem__, "_debug")
+            if _core is not None:  # the compiled twin: reads the flag from its slot
+                self.get_debug = _core.DebugFlag(self)  # type: ignore[method-assign]
+            else:  # the same read in pure Python: the slot's own getter, no attribute search
+                flag = functools.partial(_DEBUG_SLOT.__get__, self)
                 flag.__signature__ = _NO_PARAMETERS  # type: ignore[attr-defined]
                 flag.__call__ = flag  # type: ignore[method-assign]
                 self.get_debug = flag  # type: ignore[method-assign]
@@ -1084,6 +1113,8 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         here = RUNNING_HERE
         outer = here.loop
         here.loop = self
+        if _note_running is not None:
+            _note_running(self)
         if self._vt_rate_strict:
             # The strict pace is kept from the start of each run: time stood still between
             # runs, and the real time that passed meanwhile is nobody's lateness.
@@ -1096,6 +1127,8 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
                     super().run_forever()
         finally:
             here.loop = outer
+            if _note_running is not None:
+                _note_running(outer)
 
     def run_until_complete(self, future: Any) -> Any:
         """Like the stock method; raises :class:`DeadlockError` instead of hanging.
@@ -1146,6 +1179,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         # answer again: the same answers, and a closed loop refuses the same calls), the timer
         # queue's hook (the queue is empty now), and the outside model's link (weak from now
         # on: it still reaches the loop while anybody holds the loop).
+        self._vt_future_kw = None
         own = self.__dict__
         for name, made in getattr(self, "_vt_stand_ins", {}).items():
             if own.get(name) is made:  # (not if somebody has replaced it meanwhile)
@@ -1226,6 +1260,17 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         self._vt_leap(ticks)
         self._vt_drive_outside(self._vt_ticks)
         return self.time()
+
+
+# asyncio-private: the slot that holds BaseEventLoop's _debug flag (see __slots__).
+_DEBUG_SLOT: Final[Any] = VirtualEventLoop.__dict__["_debug"]
+
+if _core is not None:
+    # The compiled core reads the slotted fields at their offsets in this class (see __slots__).
+    _core.setup_loop(VirtualEventLoop, TimerQueue, OutsideWork)
+    if hasattr(os, "register_at_fork"):
+        # A forked child forgets the running loop (_running.py); the core's note of it too.
+        os.register_at_fork(after_in_child=functools.partial(_core.note_running, None))
 
 
 def running_virtual_loop(what: str) -> VirtualEventLoop:

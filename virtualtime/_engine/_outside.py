@@ -176,6 +176,10 @@ class OutsideWork:
     signal handlers (empty where the loop has none).
     """
 
+    # The two counts every round of the loop compares are slots: the compiled core reads them
+    # at their offsets (_cwake.c, setup_loop).  Everything else lives in the instance dict.
+    __slots__ = ("__dict__", "__weakref__", "calm_at", "changes")
+
     def __init__(self, loop: asyncio.AbstractEventLoop, selector: CountingSelector) -> None:
         self._loop = loop
         self._selector = selector
