@@ -1796,7 +1796,11 @@ plain_rounds(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                                   : SLOT(loop, off_l_ticks);
         Py_INCREF(now);
         if (kind == 1 && head > ticks) { /* _vt_set_ticks, inlined */
-            PyObject *seconds = PyNumber_TrueDivide(now, ticks_per_second);
+            /* ``now / TICKS_PER_SECOND``: below 2**53 both convert to doubles exactly, and
+               one IEEE division is the correctly rounded quotient Python's int division
+               gives; beyond, Python's own. */
+            PyObject *seconds = head < (1LL << 53) ? PyFloat_FromDouble((double)head / 1e9)
+                                                   : PyNumber_TrueDivide(now, ticks_per_second);
             if (seconds == NULL) {
                 Py_DECREF(now);
                 goto error;
