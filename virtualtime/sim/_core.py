@@ -574,7 +574,7 @@ class TrioTurns(_Turns):
         wake = self._wake
         if wake is not None:
             self._wake = None
-            wake.set()
+            wake.set_result(None)
 
     def arm(self, ticks: int) -> None:
         when = to_seconds(ticks)
@@ -600,10 +600,10 @@ class TrioTurns(_Turns):
                 self._poked = False
                 core.pump()
                 continue
-            wake = self._wake = trio.Event()
+            wake = self._wake = _Parked()  # (a trio.Event's part the driver needs)
             with trio.CancelScope(deadline=self._deadline) as scope:
                 self._scope = scope
-                await wake.wait()
+                await wake
             self._scope = None
             if scope.cancelled_caught:
                 self._deadline = math.inf
@@ -634,10 +634,18 @@ class ConditionValue:
         return [kit for kit, _ in self._pairs]
 
     def __getitem__(self, key: Any) -> Any:
-        return dict(self._pairs)[key]  # a KeyError for an operand that did not happen
+        # dict(self._pairs)[key] without building the dict (a first_of reads one on every
+        # wait): the last pair whose operand equals ``key``
+        for kit, value in reversed(self._pairs):
+            if kit is key or kit == key:
+                return value
+        return dict(self._pairs)[key]  # the KeyError of an operand that did not happen
 
     def __contains__(self, key: object) -> bool:
-        return any(kit is key for kit, _ in self._pairs)
+        for kit, _ in self._pairs:  # noqa: SIM110 - no generator: a first_of asks on every wait
+            if kit is key:
+                return True
+        return False
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.events)

@@ -515,10 +515,8 @@ class Process(_Abandonable, Generic[T]):
     def __await__(self) -> Generator[Any, None, T]:
         ev = self._sp
         if ev is not None:
-            return ev._core.wait(ev, None)
-        return self._await_default()
-
-    def _await_default(self) -> Generator[Any, None, T]:
+            value: T = yield from ev._core.wait(ev, None)
+            return value
         if self._state != _PENDING:
             return self.value
         waiter = self._env._new_waiter()
