@@ -33,17 +33,19 @@ Part of ``sim``: may import ``shared``, ``engine``, ``trace``, ``api`` (see test
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import heapq
+import functools
 import itertools
 import math
 from collections.abc import Callable, Generator, Iterator
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, Final
 
 from .._shared._errors import UsageError
-from .._shared._time import to_seconds, to_ticks
+from .._shared._time import TICKS_PER_SECOND, to_seconds, to_ticks
 from ._check import short
-from ._fast import jump_to, trio_module
+from ._fast import trio_module
 
 if TYPE_CHECKING:
     from ._process import Process
@@ -116,8 +118,9 @@ class _Turns:
 
     __slots__ = ()
 
-    def park(self) -> Any:
-        """A one-shot waiter a process suspends on until it is resumed."""
+    def parker(self) -> Callable[[], Any]:
+        """What makes a one-shot waiter (``yield from`` it) a process suspends on until it is
+        resumed (its ``set_result`` resumes it)."""
         raise NotImplementedError
 
     def arm(self, ticks: int) -> None:
@@ -128,11 +131,12 @@ class _Turns:
         """Call ``core.pump()`` soon, from the loop (not from the caller's stack)."""
         raise NotImplementedError
 
-    def jump(self, ticks: int, proc: Process[Any]) -> bool:
-        """Move the clock to ``ticks`` in place, from ``proc``'s task as it gives the turn
-        back, when the loop's next round would do only that (then the queue goes on at once);
-        False: arm the timer instead."""
-        return False
+    def jumper(self) -> Callable[[int, Any], bool] | None:
+        """``jump(ticks, task)``: move the clock to ``ticks`` in place, from the process's task
+        as it gives the turn back (or takes its own next event), when the loop's next round
+        would do only that (then the queue goes on at once); False: arm the timer instead.
+        None: the backend never jumps."""
+        return None
 
     def start(self, proc: Process[Any]) -> None:
         """Start the process's task; it holds the turn when it first runs."""
@@ -148,15 +152,16 @@ class Core:
 
     __slots__ = (
         "_cbs",
+        "_clock",
         "_current",
         "_eid",
         "_env",
         "_ev",
         "_heap",
         "_i",
+        "_jump",
+        "_park",
         "_pumping",
-        "_ticks",
-        "_turn",
         "active",
         "closed",
         "now",
@@ -168,47 +173,58 @@ class Core:
     def __init__(
         self,
         env: Simulation,
-        ticks: Callable[[], int],
+        clock: Callable[[], float],
         turns: _Turns,
         current: Callable[[], Process[Any] | None],
     ) -> None:
         self._env = env
-        self._ticks = ticks
+        self._clock = clock  # the backend's clock, in seconds (ticks: see _loop_ticks)
         self._current = current  # the process running this code (the kit's context variable)
         self.turns = turns
         self._heap: list[tuple[int, int, int, Event]] = []
         self._eid = itertools.count()
-        self.now = ticks()
+        self.now = to_ticks(clock())
         self.active: Process[Any] | None = None
-        self._turn = 0  # how many times the turn has been handed over
+        # The backend's verbs the hot path calls, bound once (see _Turns.park and jump).
+        self._park: Callable[[], Any] = turns.parker()
+        self._jump: Callable[[int, Any], bool] | None = turns.jumper()
         self._cbs: list[Callback] | None = None
         self._ev: Event | None = None
         self._i = 0
         self._pumping = False
         self.paused = True  # SimPy processes events only inside run()
         self.closed = False
-        self.on_step: Callable[[], object] | None = None
+        self.on_step: Callable[[], object] | None = None  # the simulation's _on_step
+
+    def _loop_ticks(self) -> int:
+        """The backend's clock in ticks (the hot paths have it written out)."""
+        return round(self._clock() * TICKS_PER_SECOND)
 
     # ------------------------------------------------------------------ the queue
 
     def schedule(self, ev: Event, priority: int = NORMAL, delay: int = 0) -> None:
         """Put ``ev`` on the heap ``delay`` ticks from now (SimPy's ``env.schedule``)."""
-        outside = self.active is None and not self._pumping
-        if outside:
-            # From outside the model's turn (an adrift process, a task that is not a
-            # process, a Signal fired from plain code): the model's clock may be behind.
-            self.now = max(self.now, self._ticks())
-        heapq.heappush(self._heap, (self.now + delay, priority, next(self._eid), ev))
-        if outside and not self.paused and not self.closed:
+        if self.active is not None or self._pumping:  # from inside the model's turn
+            heappush(self._heap, (self.now + delay, priority, next(self._eid), ev))
+            return
+        # From outside the model's turn (an adrift process, a task that is not a process, a
+        # Signal fired from plain code): the model's clock may be behind.
+        now = self.now = max(self.now, self._loop_ticks())
+        heappush(self._heap, (now + delay, priority, next(self._eid), ev))
+        if not self.paused and not self.closed:
             self.turns.poke()
 
-    def timeout(self, delay: float, value: Any, kit: Any) -> Event:
-        """A timeout (SimPy's ``env.timeout(delay, value)``), scheduled when made."""
-        ev = Event(self, kit)
-        ev._value = value
+    def timeout(self, ev: Event, delay: float) -> None:
+        """Schedule ``ev``, a timeout made with its value (SimPy's ``env.timeout(delay)``),
+        ``delay`` seconds from now: :meth:`schedule` for the common case, one frame."""
         if delay < _NEVER:  # longer (math.inf): a timeout that never happens
-            self.schedule(ev, NORMAL, to_ticks(delay))
-        return ev
+            if self.active is None and not self._pumping:
+                self.schedule(ev, NORMAL, to_ticks(delay))
+            else:  # from the process holding the turn (the model's clock is current)
+                heappush(
+                    self._heap,
+                    (self.now + round(delay * TICKS_PER_SECOND), NORMAL, next(self._eid), ev),
+                )
 
     # ------------------------------------------------------------------ the step
 
@@ -228,42 +244,72 @@ class Core:
             self._pumping = False
 
     def _pump(self, caller: Process[Any] | None) -> None:
+        # The hottest code of order="simpy": one pass of the loop per event, with what it
+        # reads held in locals and SimPy's step (pop, call the callbacks, check the failure)
+        # written out in it rather than in helper methods.  (Core.wait calls it directly,
+        # with pump's part written out there.)
         heap = self._heap
         env = self._env
+        cbs = self._cbs
+        if cbs is not None:  # the step a process took the turn in: its other callbacks
+            ev = self._ev
+            assert ev is not None
+            i = self._i
+            self._cbs = self._ev = None
+            if self._callbacks(ev, cbs, i) or not self._stepped(ev):
+                return
         while True:
-            cbs = self._cbs
-            if cbs is not None:
-                ev = self._ev
-                assert ev is not None
-                while self._i < len(cbs):
-                    callback = cbs[self._i]
-                    self._i += 1
-                    callback(ev)
-                    if self.active is not None or self.paused or self.closed:
-                        return
-                self._cbs = self._ev = None
-                if not self._stepped(ev):
-                    return
             if not heap:
                 if not env._live:
                     env._core_idle()
                 return
-            when = heap[0][0]
-            if when > self.now and when > self._ticks():
-                if caller is None or not self.turns.jump(when, caller):
+            entry = heap[0]
+            when = entry[0]
+            if when > self.now and when > round(self._clock() * TICKS_PER_SECOND):
+                jump = self._jump
+                if caller is None or jump is None or not jump(when, caller._task):
                     self.turns.arm(when)
                     return
                 caller = None  # one jump per hand-over: the loop keeps its rounds
-            when, _, _, ev = heapq.heappop(heap)
+            heappop(heap)
             self.now = when  # (the simulation reads its last instant from here)
+            ev = entry[3]
             cbs = ev.callbacks
             ev.callbacks = None
             if cbs:
-                self._cbs = cbs
-                self._ev = ev
-                self._i = 0
-            elif not self._stepped(ev):
+                if len(cbs) == 1:  # the usual step: one process resumed (_callbacks, inlined)
+                    cbs[0](ev)
+                    if self.active is not None or self.paused or self.closed:
+                        if not (ev._ok or ev._defused) or self.on_step is not None:
+                            self._cbs = cbs  # the step ends at the next pump (_stepped)
+                            self._ev = ev
+                            self._i = 1
+                        return
+                elif self._callbacks(ev, cbs, 0):
+                    return
+            if not ev._ok and not ev._defused:
+                self._stepped(ev)
                 return
+            hook = self.on_step
+            if hook is not None:
+                hook()
+
+    def _callbacks(self, ev: Event, cbs: list[Callback], i: int) -> bool:
+        """Call ``ev``'s callbacks from the ``i``-th on; True if one of them handed the turn
+        to a process (or paused or ended the run): the rest wait for the next pump, and so
+        does the end of the step, unless nothing is left to do there."""
+        n = len(cbs)
+        while i < n:
+            callback = cbs[i]
+            i += 1
+            callback(ev)
+            if self.active is not None or self.paused or self.closed:
+                if i < n or not (ev._ok or ev._defused) or self.on_step is not None:
+                    self._cbs = cbs
+                    self._ev = ev
+                    self._i = i
+                return True
+        return False
 
     def _stepped(self, ev: Event) -> bool:
         """The step of ``ev`` is over: a failure nothing handled ends the run (SimPy: "failed
@@ -272,8 +318,9 @@ class Core:
             self.closed = True
             self._env._fail(ev._value)
             return False
-        if self.on_step is not None:
-            self.on_step()
+        hook = self.on_step
+        if hook is not None:
+            hook()
         return True
 
     def run(self) -> None:
@@ -286,7 +333,7 @@ class Core:
         ev = Event(self)
         ev._value = None
         ev.callbacks = [stop]
-        heapq.heappush(self._heap, (ticks, URGENT, next(self._eid), ev))
+        heappush(self._heap, (ticks, URGENT, next(self._eid), ev))
 
     def close(self) -> None:
         self.closed = True
@@ -295,11 +342,11 @@ class Core:
     # ------------------------------------------------------------------ the turn
 
     def resume(self, proc: Process[Any], ev: Event) -> None:
-        """A callback resumed ``proc`` with ``ev``: hand it the turn (SimPy's ``_resume``)."""
+        """A callback resumed ``proc`` with ``ev``: hand it the turn (SimPy's ``_resume``;
+        ``Process._sp_resume`` has it inlined)."""
         if not ev._ok:
             ev._defused = True
         self.active = proc
-        self._turn += 1
         parked = proc._parked_on
         if parked is None:
             self.turns.start(proc)
@@ -334,13 +381,36 @@ class Core:
             if withdraw is not None:
                 withdraw()
             raise pending.pop(0)
-        while ev.callbacks is not None:
-            ev.callbacks.append(proc._resume_cb)
-            proc._target = ev
-            parked = proc._parked_on = self.turns.park()
-            self.give_back(proc)
+        callbacks = ev.callbacks
+        while callbacks is not None:
+            if self.active is not proc:  # adrift (or not resumed yet): just wait
+                callbacks.append(proc._resume_cb)
+                proc._target = ev
+                parked = proc._parked_on = self._park()
+            else:
+                heap = self._heap
+                if not callbacks and heap and heap[0][3] is ev and self._own_next(heap[0][0], proc):
+                    # The process's own event is the next one (its timeout, usually): SimPy's
+                    # step would pop it and resume this process at once, so it just goes on.
+                    heappop(heap)
+                    ev.callbacks = None
+                    break
+                callbacks.append(proc._resume_cb)
+                proc._target = ev
+                parked = proc._parked_on = self._park()
+                # give_back and pump, inlined
+                self.active = None
+                if not (self._pumping or self.paused or self.closed):
+                    self._pumping = True
+                    try:
+                        self._pump(proc)
+                    except Exception as exc:  # (as in pump)
+                        self.closed = True
+                        self._env._fail(exc)
+                    finally:
+                        self._pumping = False
             try:
-                got = yield from parked.__await__()
+                got = yield from parked
             except BaseException:
                 proc._parked_on = None
                 target = proc._target
@@ -356,15 +426,33 @@ class Core:
                 if withdraw is not None:
                     withdraw()
                 return got.value_or_raise()
-        return ev.value_or_raise()
+            callbacks = ev.callbacks
+        if ev._ok:  # value_or_raise, inlined
+            return ev._value
+        ev._defused = True
+        raise ev._value
+
+    def _own_next(self, when: int, proc: Process[Any]) -> bool:
+        """Can the process holding the turn take the next event, due at ``when``, itself?
+        Yes when it is due now, or when the clock can move there in place (the loop would
+        otherwise take a round only to wake this task); the clock of the model moves.  Not
+        while a step is unfinished, the run paused or over, or a step hook watches."""
+        if self._cbs is not None or self.paused or self.closed or self.on_step is not None:
+            return False
+        if when > self.now and when > round(self._clock() * TICKS_PER_SECOND):
+            jump = self._jump
+            if jump is None or not jump(when, proc._task):
+                return False
+        self.now = when
+        return True
 
     def _wait_outside(self, ev: Event) -> Generator[Any, None, Any]:
         """A task that is not one of the model's processes waits for ``ev`` to be processed
         (it takes no turn: it is outside the model, as the code driving a SimPy run is)."""
         if ev.callbacks is not None:
-            parked = self.turns.park()
+            parked = self._park()
             ev.callbacks.append(lambda e: parked.set_result(e))
-            yield from parked.__await__()
+            yield from parked
         return ev.value_or_raise()
 
 
@@ -377,25 +465,41 @@ def _discard(callbacks: list[Callback], callback: Callback) -> None:
 
 
 class _Parked:
-    """A one-shot waiter on trio (a future's part the core needs)."""
+    """A one-shot waiter on trio (a future's part the core needs): the waiting task parks
+    with trio's low-level ``wait_task_rescheduled`` and ``set_result`` reschedules it -- what
+    a ``trio.Event`` would do for its one waiter, without its parking lot."""
 
-    __slots__ = ("_event", "_value")
+    __slots__ = ("_set", "_task", "_value")
 
     def __init__(self) -> None:
-        self._event = trio_module().Event()
+        self._set = False
+        self._task: Any = None  # the task parked on it, until it is rescheduled or cancelled
         self._value: Any = None
 
     def set_result(self, value: Any) -> None:
         self._value = value
-        self._event.set()
+        self._set = True
+        task = self._task
+        if task is not None:
+            self._task = None
+            trio_module().lowlevel.reschedule(task)
 
     def done(self) -> bool:
-        return bool(self._event.is_set())
+        return self._set
+
+    def _abort(self, _: Any) -> Any:
+        """Cancelled while parked: it will not be rescheduled (set_result finds no task)."""
+        self._task = None
+        return trio_module().lowlevel.Abort.SUCCEEDED
 
     def __await__(self) -> Generator[Any, None, Any]:
-        if not self._event.is_set():  # resumed already: no checkpoint (it would look foreign)
-            yield from self._event.wait().__await__()
+        if not self._set:  # resumed already: no checkpoint (it would look foreign)
+            lowlevel = trio_module().lowlevel
+            self._task = lowlevel.current_task()
+            yield from lowlevel.wait_task_rescheduled(self._abort).__await__()
         return self._value
+
+    __iter__ = __await__  # (the core waits with ``yield from``, as on an asyncio future)
 
 
 class AsyncioTurns(_Turns):
@@ -409,8 +513,12 @@ class AsyncioTurns(_Turns):
         self._timer: Any = None
         self._when = -1
 
-    def park(self) -> Any:
-        return self._loop.create_future()
+    def parker(self) -> Callable[[], Any]:
+        loop = self._loop
+        if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+            # What the stock create_future makes, without its Python frame.
+            return functools.partial(asyncio.Future, loop=loop)
+        return loop.create_future  # type: ignore[no-any-return]
 
     def arm(self, ticks: int) -> None:
         if self._timer is not None:
@@ -430,10 +538,12 @@ class AsyncioTurns(_Turns):
         assert self._core is not None
         self._loop.call_soon(self._core.pump)
 
-    def jump(self, ticks: int, proc: Process[Any]) -> bool:
-        # The loop's contract with a wait that skips its round (_vt_jump_to): nothing ready,
-        # nothing due first, nothing outside; from the task that is about to wait.
-        return jump_to(self._loop, ticks, proc._task)
+    def jumper(self) -> Callable[[int, Any], bool] | None:
+        # The loop's contract with a wait that skips its round (_vt_jump_to, what
+        # _fast.jump_to calls): nothing ready, nothing due first, nothing outside; from the
+        # task that is about to wait.  Bound once: the core calls it on most hand-overs.
+        jump: Callable[[int, Any], bool] | None = getattr(self._loop, "_vt_jump_to", None)
+        return jump
 
     def start(self, proc: Process[Any]) -> None:
         proc._task = self._loop.create_task(proc._body_simpy(), name=proc._name)
@@ -457,14 +567,14 @@ class TrioTurns(_Turns):
         self._scope: Any = None
         self._wake: Any = None
 
-    def park(self) -> Any:
-        return _Parked()
+    def parker(self) -> Callable[[], Any]:
+        return _Parked
 
     def _kick(self) -> None:
         wake = self._wake
         if wake is not None:
             self._wake = None
-            wake.set()
+            wake.set_result(None)
 
     def arm(self, ticks: int) -> None:
         when = to_seconds(ticks)
@@ -490,10 +600,10 @@ class TrioTurns(_Turns):
                 self._poked = False
                 core.pump()
                 continue
-            wake = self._wake = trio.Event()
+            wake = self._wake = _Parked()  # (a trio.Event's part the driver needs)
             with trio.CancelScope(deadline=self._deadline) as scope:
                 self._scope = scope
-                await wake.wait()
+                await wake
             self._scope = None
             if scope.cancelled_caught:
                 self._deadline = math.inf
@@ -524,10 +634,18 @@ class ConditionValue:
         return [kit for kit, _ in self._pairs]
 
     def __getitem__(self, key: Any) -> Any:
-        return dict(self._pairs)[key]  # a KeyError for an operand that did not happen
+        # dict(self._pairs)[key] without building the dict (a first_of reads one on every
+        # wait): the last pair whose operand equals ``key``
+        for kit, value in reversed(self._pairs):
+            if kit is key or kit == key:
+                return value
+        return dict(self._pairs)[key]  # the KeyError of an operand that did not happen
 
     def __contains__(self, key: object) -> bool:
-        return any(kit is key for kit, _ in self._pairs)
+        for kit, _ in self._pairs:  # noqa: SIM110 - no generator: a first_of asks on every wait
+            if kit is key:
+                return True
+        return False
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.events)

@@ -94,26 +94,19 @@ def _abandon(
         withdraw(aw, ev)
 
 
-def _decided(
-    env: Simulation, awaitables: tuple[Any, ...], all_: bool
-) -> Generator[Any, None, tuple[list[Event], ConditionValue]]:
-    """Wait on SimPy's ``AllOf``/``AnyOf`` of ``awaitables``: their events and its value;
-    every operand withdrawn if the wait ends otherwise."""
+def exact_first_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any, None, Any]:
+    """:func:`~virtualtime.sim.first_of` in ``order="simpy"``: ``AnyOf``, then the winner is
+    the first operand (in argument order) that had happened, and the others are withdrawn."""
     events = [event_of(env, aw) for aw in awaitables]
     core = env._core
-    cond = Condition(core, tuple(events), all_, None)
+    cond = Condition(core, tuple(events), False, None)
     try:
+        # (the wait is yielded from here, not from a helper both conditions share: a layer
+        # of generators less on every resumption of the process)
         got: ConditionValue = yield from core.wait(cond, None)
     except BaseException as exc:
         _abandon(cond, awaitables, events, exc)
         raise
-    return events, got
-
-
-def exact_first_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any, None, Any]:
-    """:func:`~virtualtime.sim.first_of` in ``order="simpy"``: ``AnyOf``, then the winner is
-    the first operand (in argument order) that had happened, and the others are withdrawn."""
-    events, got = yield from _decided(env, awaitables, False)
     winner = next(index for index, ev in enumerate(events) if ev.kit in got)
     for index, aw in enumerate(awaitables):
         if index != winner:
@@ -124,7 +117,14 @@ def exact_first_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[An
 def exact_all_of(env: Simulation, awaitables: tuple[Any, ...]) -> Generator[Any, None, Any]:
     """:func:`~virtualtime.sim.all_of` in ``order="simpy"``: ``AllOf``; if it fails (or the
     process is interrupted), every operand is withdrawn, in argument order."""
-    events, got = yield from _decided(env, awaitables, True)
+    events = [event_of(env, aw) for aw in awaitables]
+    core = env._core
+    cond = Condition(core, tuple(events), True, None)
+    try:
+        got: ConditionValue = yield from core.wait(cond, None)
+    except BaseException as exc:
+        _abandon(cond, awaitables, events, exc)
+        raise
     return [got[ev.kit] for ev in events]
 
 

@@ -261,9 +261,19 @@ class Process(_Abandonable, Generic[T]):
         return self._sp
 
     def _sp_resume(self, ev: Event) -> None:
-        """The callback that resumes the process (SimPy's ``_resume``): it takes the turn."""
+        """The callback that resumes the process (SimPy's ``_resume``): it takes the turn.
+        ``Core.resume``, inlined: this runs once per event of most models."""
         if self._state == _PENDING:
-            self._env._core.resume(self, ev)
+            if not ev._ok:
+                ev._defused = True
+            core = self._env._core
+            core.active = self
+            parked = self._parked_on
+            if parked is None:
+                core.turns.start(self)
+            else:
+                self._parked_on = None
+                parked.set_result(ev)
 
     async def _body_simpy(self) -> None:
         """The process's task in ``order="simpy"``: made when its start event is processed,
@@ -542,21 +552,24 @@ def _holding_turn(
     (``Core.let_go``) at that moment."""
     send = coro.send
     value: Any = None
-    error: BaseException | None = None
     while True:
         try:
-            yielded = send(value) if error is None else coro.throw(error)
+            yielded = send(value)
         except StopIteration as stop:
             result: T = stop.value
             return result
-        if core.active is proc:
-            core.let_go(proc)
-        try:
-            value = yield yielded
-            error = None
-        except BaseException as exc:  # a cancellation, or a throw from the loop: passed on
-            value = None
-            error = exc
+        while True:  # (the inner loop keeps the usual resumption free of throw's bookkeeping)
+            if core.active is proc:
+                core.let_go(proc)
+            try:
+                value = yield yielded
+                break
+            except BaseException as exc:  # a cancellation, or a throw from the loop: passed on
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    result = stop.value
+                    return result
 
 
 # --------------------------------------------------------------------------- module functions

@@ -93,9 +93,7 @@ class Simulation:
         self._started = 0.0
         self._park: Any = None  # on virtualtime's trio clock: the clock (its kit waits)
         self._core: Any = None  # order="simpy": SimPy's event core (virtualtime/sim/_core.py)
-        # order="simpy": called after every event the core processes (the differential
-        # test checks the kit's invariants there: tests/simpy_models.py).
-        self._on_step: Callable[[], object] | None = None
+        self._step_hook: Callable[[], object] | None = None  # (see _on_step)
 
     @property
     def order(self) -> str:
@@ -152,22 +150,29 @@ class Simulation:
         self._token = _SIM.set(self)
         return self
 
+    @property
+    def _on_step(self) -> Callable[[], object] | None:
+        """order="simpy": called after every event the core processes (the differential
+        test checks the kit's invariants there: tests/simpy_models.py).  Kept by the core
+        too, which reads it on every event."""
+        return self._step_hook
+
+    @_on_step.setter
+    def _on_step(self, hook: Callable[[], object] | None) -> None:
+        self._step_hook = hook
+        if self._core is not None:
+            self._core.on_step = hook
+
     def _open_core(self) -> None:
         """``order="simpy"``: SimPy's event core, with the turn kept by this backend."""
-        clock = self._clock
         turns: Any = AsyncioTurns(self._loop) if self._fast else TrioTurns(self._group)
-        self._core = core = Core(self, lambda: to_ticks(clock()), turns, _PROC.get)
+        self._core = core = Core(self, self._clock, turns, _PROC.get)
         core.paused = False
-        core.on_step = self._stepped
+        core.on_step = self._step_hook
         turns._core = core
         if not self._fast:
             self._group.start_soon(turns.drive, name="virtualtime.sim order='simpy'")
         exact_runs(1)
-
-    def _stepped(self) -> None:
-        hook = self._on_step
-        if hook is not None:
-            hook()
 
     def _core_idle(self) -> None:
         """order="simpy": nothing is left on the heap and no process is alive."""

@@ -18,10 +18,13 @@ import asyncio
 import types
 import warnings
 from collections.abc import Generator
+from heapq import heappush as _heappush
 from typing import TYPE_CHECKING, Any, Final
 
 from .._shared._time import delay_ticks, to_ticks
 from ._check import check_positive
+from ._core import _NEVER as _NEVER_DELAY
+from ._core import NORMAL, Event
 from ._fast import jump_by as _jump_by
 from ._fast import set_result as _set_result
 from ._fast import trio_module
@@ -289,25 +292,32 @@ def _sleep_scope(
         proc._pending.insert(0, exc)  # type: ignore[arg-type]
 
 
-class _ExactSleep(_Abandonable):
+class _ExactSleep(Event, _Abandonable):
     """A sleep in ``order="simpy"``: SimPy's timeout, scheduled when made (so that
-    ``t = sim.sleep(5)`` awaited later ends 5 after it was made, as ``env.timeout(5)`` does)."""
+    ``t = sim.sleep(5)`` awaited later ends 5 after it was made, as ``env.timeout(5)`` does).
 
-    __slots__ = ("_delay", "_ev")
+    The sleep is its own SimPy event (one object per sleep, made without ``__init__``: see
+    :func:`sleep`); what the event stands for (``kit``) is the sleep itself.
+    """
 
-    def __init__(self, env: Simulation, delay: float, value: Any) -> None:
-        self._delay = delay
-        self._ev = env._core.timeout(delay, value, self)
+    __slots__ = ("_delay",)
+    _delay: float
+
+    @property  # (over Event's slot, left unused: the sleep refers to itself without a cycle)
+    def kit(self) -> Any:
+        return self
 
     def _sp_event(self) -> Any:
-        return self._ev
+        return self
 
     def __await__(self) -> Generator[Any, None, Any]:
-        ev = self._ev
-        return (yield from ev._core.wait(ev, None))
+        return self._core.wait(self, None)
 
     def __repr__(self) -> str:
         return f"<sim.sleep({self._delay!r})>"
+
+
+_new_event: Final = Event.__new__
 
 
 def sleep(delay: float, value: Any = None) -> KitAwaitable[Any]:
@@ -322,14 +332,31 @@ def sleep(delay: float, value: Any = None) -> KitAwaitable[Any]:
     """
     if _EXACT[0]:
         env = _SIM.get(None)
-        if env is not None and env._core is not None:
-            if (
+        core = None if env is None else env._core
+        if core is not None:
+            if (type(delay) is not float or not delay >= 0) and (  # (a float >= 0 is fine)
                 type(delay) not in _NUMBERS
                 or not delay >= 0
                 or (type(delay) is int and delay > _MAX_FLOAT)
             ):
                 delay = _check_sleep(delay)
-            return _ExactSleep(env, delay, value)
+            # Event.__init__ and the timeout's scheduling, inlined (a frame each per sleep).
+            timeout = _new_event(_ExactSleep)
+            timeout._core = core
+            timeout.callbacks = []
+            timeout._ok = True
+            timeout._value = value
+            timeout._defused = False
+            timeout._delay = delay
+            if delay < _NEVER_DELAY:  # longer (math.inf): a timeout that never happens
+                if core.active is None and not core._pumping:
+                    core.timeout(timeout, delay)  # from outside the turn: the general way
+                else:  # Core.timeout's usual case, inlined
+                    _heappush(
+                        core._heap,
+                        (core.now + round(delay * _TPS), NORMAL, next(core._eid), timeout),
+                    )
+            return timeout
     if value is not None:
         return _value_sleep(delay, value)
     if type(delay) not in _NUMBERS or not delay >= 0 or (type(delay) is int and delay > _MAX_FLOAT):
