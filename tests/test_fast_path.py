@@ -10,6 +10,7 @@ compiled core and without it (``VIRTUALTIME_PURE_PYTHON=1`` runs the suite on th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import inspect
@@ -949,6 +950,7 @@ _SLOTTED: dict[type, tuple[str, ...]] = {
     VirtualEventLoop: (
         "_closed",
         "_debug",
+        "_ready",
         "_stopping",
         "_vt_beyond",
         "_vt_drives",
@@ -961,7 +963,9 @@ _SLOTTED: dict[type, tuple[str, ...]] = {
         "_vt_plain",
         "_vt_rearmed",
         "_vt_seq",
+        "_vt_skipped",
         "_vt_ticks",
+        "_vt_world",
     ),
 }
 
@@ -1029,3 +1033,78 @@ def test_a_sleep_after_the_loop_has_stopped_is_refused_not_put_on_the_old_loop()
         assert loop.peek() == math.inf  # nothing was pushed on the loop that has stopped
     finally:
         loop.close()
+
+
+_JUMP_CASES = [
+    "plain",
+    "ready",
+    "not_after_now",
+    "timer_before",
+    "timer_at",
+    "history",
+    "stopping",
+    "cancelling",
+    "horizon",
+    "round_every",
+]
+
+
+@pytest.mark.parametrize("case", _JUMP_CASES)
+def test_the_compiled_jump_answers_as_the_method(case: str) -> None:
+    # loop._vt_jump_to is the compiled twin of WaitsMixin._vt_jump_to on the compiled core
+    # (a stand-in on the instance); both are run here on loops in the same state, from a
+    # task, and must give the same answer and leave the same clock, counts and horizon calls.
+    from virtualtime._engine._waits import JUMP_ROUND_EVERY, WaitsMixin
+
+    def run(use_method: bool) -> tuple[Any, ...]:
+        told: list[float] = []
+        loop = virtualtime.new_event_loop(history=10 if case == "history" else 0)
+
+        async def main() -> tuple[Any, ...]:
+            task = asyncio.current_task()
+            assert task is not None
+
+            def jump(ticks: int) -> bool:
+                if use_method:
+                    return WaitsMixin._vt_jump_to(loop, ticks, task)
+                return loop._vt_jump_to(ticks, task)
+
+            now = loop._vt_ticks
+            target = now + 5_000_000_000
+            if case == "ready":
+                loop.call_soon(lambda: None)
+            elif case == "not_after_now":
+                target = now
+            elif case in ("timer_before", "timer_at"):
+                loop.call_at(loop.time() + (4.0 if case == "timer_before" else 5.0), print)
+            elif case == "stopping":
+                loop.stop()
+            elif case == "cancelling":
+                task.cancel()
+            elif case == "horizon":
+                loop._vt_watch_horizon(now + 1_000, lambda: told.append(loop.time()))
+            answers = [jump(target)]
+            if case == "round_every":
+                answers += [jump(target + k) for k in range(1, JUMP_ROUND_EVERY + 1)]
+            if case == "cancelling":
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0)  # the cancellation is delivered here, and taken
+                task.uncancel()
+            if case == "stopping":
+                loop._stopping = False
+            return (answers, loop._vt_ticks, loop.time(), loop._vt_skipped, told)
+
+        try:
+            state: tuple[Any, ...] = loop.run_until_complete(main())
+        finally:
+            loop.close()
+        return state
+
+    compiled, method = run(False), run(True)
+    assert compiled == method
+    answers = compiled[0]
+    assert answers[0] is (case in ("plain", "horizon", "round_every"))
+    if case == "horizon":
+        assert compiled[4] == [5.0]
+    if case == "round_every":
+        assert answers.count(False) == 1  # one wait in JUMP_ROUND_EVERY takes its round

@@ -1,7 +1,7 @@
 /* Optional compiled core of the virtual loop: the timer heap's push and pop, the firing of due
    timers, the lean call_soon and call_later, get_debug, the run of the ready queue, the
-   loop's rounds themselves (plain_rounds),
-   virtualtime.sleep itself (a frame-free awaitable), and the sim kit's sleep() and now() and
+   loop's rounds themselves (plain_rounds), the in-place jump of a wait that skips its round
+   (jump_to), virtualtime.sleep itself (a frame-free awaitable), and the sim kit's sleep() and now() and
    the suspension of its sleeps.
 
    Each function here does exactly what a piece of pure Python in virtualtime/_engine/ (the
@@ -23,8 +23,9 @@
    One room: this file is one C extension module, and CPython builds one extension from one
    source here (setup.py); its parts share the slot offsets, interned strings and types that
    setup() fills in, and splitting it would mean a header of shared statics for no reader's
-   gain.  The sections follow the Python it mirrors: the heap, firing, the ready queue, the
-   rounds, the cancel() of asyncio.sleep's timer, virtualtime.sleep, the sim kit's sleep.
+   gain.  The sections follow the Python it mirrors: the loop's slotted fields, the heap,
+   firing, the ready queue, the rounds, the jump, the cancel() of asyncio.sleep's timer,
+   virtualtime.sleep, the sim kit's sleep.
 
    Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py). */
 
@@ -70,7 +71,13 @@ static Py_ssize_t off_s_future, off_s_queue, off_s_result, off_s_ticks;
 static PyTypeObject *loop_type = NULL;
 static Py_ssize_t off_l_ticks, off_l_now, off_l_plain, off_l_stopping, off_l_rearmed,
     off_l_drives, off_l_beyond, off_l_instant_count, off_l_fired, off_l_heap, off_l_seq,
-    off_l_history, off_l_future_kw, off_l_debug, off_l_closed;
+    off_l_history, off_l_future_kw, off_l_debug, off_l_closed, off_l_ready, off_l_world,
+    off_l_skipped;
+/* For jump_to: the Python method it mirrors (its fallback), threading's table of running
+   threads, and JUMP_ROUND_EVERY - 1 (_waits.py). */
+static PyObject *jump_fallback = NULL, *thread_table = NULL, *str_quiet = NULL,
+                *str_cancelling = NULL, *str_vt_past_horizon = NULL;
+static long long jump_round_mask = 0;
 /* The loop's TimerQueue (_timers.py) and OutsideWork (_outside.py): the counts each round
    compares, slots too. */
 static PyTypeObject *queue_type = NULL, *world_type = NULL;
@@ -1511,18 +1518,6 @@ run_ready_n(PyObject *popleft, Py_ssize_t ntodo, PyObject *failed)
 
 /* ------------------------------------------------------------------------- rounds */
 
-/* An attribute of the loop, read from its __dict__ (a borrowed reference; NULL with an
-   error set if it is not there). */
-/* Mirrors: ``loop.__dict__[name]`` (the loop's fields, as _control.py reads them). */
-static PyObject *
-loop_item(PyObject *dict, PyObject *name)
-{
-    PyObject *value = PyDict_GetItemWithError(dict, name);
-    if (value == NULL && !PyErr_Occurred()) {
-        PyErr_SetObject(PyExc_AttributeError, name);
-    }
-    return value;
-}
 
 
 static PyObject *str_vt_max_instant = NULL, *str_vt_fired = NULL,
@@ -1882,6 +1877,158 @@ error:
     Py_XDECREF(selector);
     Py_XDECREF(append);
     return NULL;
+}
+
+/* ------------------------------------------------------------------------ the jump */
+
+/* An exact int below 2**63 as a C long long: 1 and *out, or 0 (the caller falls back). */
+static int
+as_ticks(PyObject *obj, long long *out)
+{
+    if (obj == NULL || !PyLong_CheckExact(obj)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* jump_to(loop, ticks, task) -> bool */
+/* Mirrors: WaitsMixin._vt_jump_to (virtualtime/_engine/_waits.py), with _vt_set_ticks
+   (_driving.py) and OutsideWork.calm (_outside.py) inlined; whatever it cannot read as a plain
+   C value (a huge tick, a missing task, a world that is not calm at a glance) goes to the
+   method itself or to the world's quiet(), as the Python does. */
+static PyObject *
+jump_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "jump_to() takes 3 arguments");
+        return NULL;
+    }
+    PyObject *loop = args[0], *target = args[1], *task = args[2];
+    long long ticks, now, head;
+    if (!is_loop(loop) || task == Py_None || !as_ticks(target, &ticks) ||
+        !as_ticks(SLOT(loop, off_l_ticks), &now)) {
+        return jump_fallback == NULL ? NULL : PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+    }
+    PyObject *ready = SLOT(loop, off_l_ready);
+    Py_ssize_t pending = ready == NULL ? -1 : PyObject_Size(ready);
+    if (pending != 0 || ticks <= now) {
+        if (pending < 0 && ready == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "_ready");
+        }
+        if (pending < 0) {
+            return NULL;
+        }
+        Py_RETURN_FALSE;
+    }
+    PyObject *heap = SLOT(loop, off_l_heap);
+    if (heap == NULL || !PyList_CheckExact(heap)) {
+        return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+    }
+    if (PyList_GET_SIZE(heap) > 0) {
+        PyObject *first = PyList_GET_ITEM(heap, 0);
+        if (!PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) < 1 ||
+            !as_ticks(PyTuple_GET_ITEM(first, 0), &head)) {
+            return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+        }
+        if (head <= ticks) {
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *drives = SLOT(loop, off_l_drives);
+    if (drives == NULL || !PyList_CheckExact(drives)) {
+        return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+    }
+    if (PyList_GET_SIZE(drives) > 0) {
+        PyObject *first = PyList_GET_ITEM(drives, 0);
+        if (!PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) < 1 ||
+            !as_ticks(PyTuple_GET_ITEM(first, 0), &head)) {
+            return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+        }
+        if (head <= ticks) {
+            Py_RETURN_FALSE;
+        }
+    }
+    if (SLOT(loop, off_l_plain) != Py_True || SLOT(loop, off_l_stopping) != Py_False) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *world = SLOT(loop, off_l_world);
+    long long calm_at, changes;
+    if (world == NULL || !Py_IS_TYPE(world, world_type) ||
+        !int_slot(world, world_type, off_w_calm_at, str_calm_at, &calm_at) ||
+        !int_slot(world, world_type, off_w_changes, str_changes, &changes)) {
+        return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+    }
+    if (calm_at != changes || PyDict_GET_SIZE(thread_table) != 1) {
+        PyObject *quiet = PyObject_CallMethodNoArgs(world, str_quiet);
+        if (quiet == NULL) {
+            return NULL;
+        }
+        int yes = PyObject_IsTrue(quiet);
+        Py_DECREF(quiet);
+        if (yes <= 0) {
+            if (yes < 0) {
+                return NULL;
+            }
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *cancelling = PyObject_CallMethodNoArgs(task, str_cancelling);
+    if (cancelling == NULL) {
+        return NULL;
+    }
+    int busy = PyObject_IsTrue(cancelling);
+    Py_DECREF(cancelling);
+    if (busy != 0) {
+        if (busy < 0) {
+            return NULL;
+        }
+        Py_RETURN_FALSE;
+    }
+    long long skipped;
+    if (!as_ticks(SLOT(loop, off_l_skipped), &skipped)) {
+        return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+    }
+    skipped += 1;
+    if (set_int_field(loop, off_l_skipped, skipped) < 0) {
+        return NULL;
+    }
+    if (!(skipped & jump_round_mask)) {
+        Py_RETURN_FALSE;
+    }
+    /* _vt_set_ticks, inlined (see plain_rounds for the division) */
+    PyObject *seconds = ticks < (1LL << 53) ? PyFloat_FromDouble((double)ticks / 1e9)
+                                            : PyNumber_TrueDivide(target, ticks_per_second);
+    if (seconds == NULL) {
+        return NULL;
+    }
+    set_field(loop, off_l_ticks, target);
+    int rc = raise_now(loop, seconds);
+    Py_DECREF(seconds);
+    if (rc < 0 || set_int_field(loop, off_l_instant_count, 0) < 0) {
+        return NULL;
+    }
+    PyObject *beyond_obj = SLOT(loop, off_l_beyond);
+    int overflow = 0;
+    long long beyond = beyond_obj != NULL && PyLong_CheckExact(beyond_obj)
+                           ? PyLong_AsLongLongAndOverflow(beyond_obj, &overflow)
+                           : 0;
+    if (beyond_obj == NULL || !PyLong_CheckExact(beyond_obj) || overflow < 0 ||
+        (overflow == 0 && ticks >= beyond)) {
+        /* past a watched horizon (or a horizon we cannot read: the method decides) */
+        PyErr_Clear();
+        PyObject *res = PyObject_CallMethodNoArgs(loop, str_vt_past_horizon);
+        if (res == NULL) {
+            return NULL;
+        }
+        Py_DECREF(res);
+    }
+    Py_RETURN_TRUE;
 }
 
 /* ------------------------------------------------------------------ asyncio.sleep's timer */
@@ -2561,7 +2708,7 @@ static PyObject *kit_sim_var = NULL;  /* _kit._SIM */
 static PyObject *kit_proc_var = NULL; /* _kit._PROC */
 static PyObject *kit_drop = NULL;     /* _sleep._drop_native */
 static PyObject *str_fast = NULL, *str_native = NULL, *str_env_loop = NULL, *str_pending = NULL,
-                *str_target = NULL, *str_ready = NULL,
+                *str_target = NULL,
                 *str_general = NULL, *str_final = NULL, *str_clock = NULL;
 
 typedef struct {
@@ -2780,7 +2927,7 @@ nap_arm(KitNap *self)
     if (!(delay > 0.0 && delay < 1e18)) {
         return 0;
     }
-    PyObject *env = NULL, *proc = NULL, *loop = NULL, *dict = NULL;
+    PyObject *env = NULL, *proc = NULL, *loop = NULL;
     int rc = -1;
     if (PyContextVar_Get(kit_sim_var, Py_None, &env) < 0) {
         return -1;
@@ -2813,15 +2960,11 @@ nap_arm(KitNap *self)
         rc = 0;
         goto done;
     }
-    dict = PyObject_GenericGetDict(loop, NULL);
-    if (dict == NULL) {
-        goto done;
-    }
     PyObject *history = field(loop, off_l_history, "_vt_history");
     PyObject *heap = history == NULL ? NULL : field(loop, off_l_heap, "_vt_heap");
     PyObject *next_seq = heap == NULL ? NULL : field(loop, off_l_seq, "_vt_seq");
     PyObject *ticks = next_seq == NULL ? NULL : field(loop, off_l_ticks, "_vt_ticks");
-    PyObject *ready = ticks == NULL ? NULL : loop_item(dict, str_ready);
+    PyObject *ready = ticks == NULL ? NULL : field(loop, off_l_ready, "_ready");
     if (ready == NULL) {
         goto done;
     }
@@ -2870,7 +3013,6 @@ nap_arm(KitNap *self)
     self->proc = proc == Py_None ? NULL : Py_NewRef(proc);
     rc = 1;
 done:
-    Py_XDECREF(dict);
     Py_XDECREF(loop);
     Py_XDECREF(proc);
     Py_XDECREF(env);
@@ -3195,9 +3337,15 @@ setup_kit(PyObject *module, PyObject *args)
 static PyObject *
 setup_loop(PyObject *module, PyObject *args)
 {
-    PyObject *arg, *queue, *world;
-    if (!PyArg_ParseTuple(args, "O!O!O!:setup_loop", &PyType_Type, &arg, &PyType_Type, &queue,
-                          &PyType_Type, &world)) {
+    PyObject *arg, *queue, *world, *fallback, *threads;
+    long long every;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!L:setup_loop", &PyType_Type, &arg, &PyType_Type,
+                          &queue, &PyType_Type, &world, &fallback, &PyDict_Type, &threads,
+                          &every)) {
+        return NULL;
+    }
+    if (every < 1 || (every & (every - 1)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "setup_loop(): the jump round is not a power of two");
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)arg;
@@ -3219,9 +3367,15 @@ setup_loop(PyObject *module, PyObject *args)
         slot_offset(type, "_vt_history", &off_l_history) < 0 ||
         slot_offset(type, "_vt_future_kw", &off_l_future_kw) < 0 ||
         slot_offset(type, "_debug", &off_l_debug) < 0 ||
-        slot_offset(type, "_closed", &off_l_closed) < 0) {
+        slot_offset(type, "_closed", &off_l_closed) < 0 ||
+        slot_offset(type, "_ready", &off_l_ready) < 0 ||
+        slot_offset(type, "_vt_world", &off_l_world) < 0 ||
+        slot_offset(type, "_vt_skipped", &off_l_skipped) < 0) {
         return NULL;
     }
+    jump_round_mask = every - 1;
+    Py_XSETREF(jump_fallback, Py_NewRef(fallback));
+    Py_XSETREF(thread_table, Py_NewRef(threads));
     Py_XSETREF(queue_type, (PyTypeObject *)Py_NewRef(queue));
     Py_XSETREF(world_type, (PyTypeObject *)Py_NewRef(world));
     Py_XSETREF(loop_type, (PyTypeObject *)Py_NewRef(arg));
@@ -3230,7 +3384,10 @@ setup_loop(PyObject *module, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"setup_loop", (PyCFunction)setup_loop, METH_VARARGS,
-     "setup_loop(loop_type, queue_type, world_type): where the slotted fields are"},
+     "setup_loop(loop_type, queue_type, world_type, jump_to, threads, jump_round_every): "
+     "where the slotted fields are"},
+    {"jump_to", (PyCFunction)(void (*)(void))jump_to, METH_FASTCALL,
+     "jump_to(loop, ticks, task) -> bool: loop._vt_jump_to(ticks, task), compiled"},
     {"setup", (PyCFunction)setup, METH_VARARGS,
      "setup(waiter_type, timer_type, soon_type, waker_a, waker_b, invalid_state_error, "
      "wake_context)"},
@@ -3292,7 +3449,9 @@ PyInit__cwake(void)
     str_env_loop = PyUnicode_InternFromString("_loop");
     str_pending = PyUnicode_InternFromString("_pending");
     str_target = PyUnicode_InternFromString("_target");
-    str_ready = PyUnicode_InternFromString("_ready");
+    str_quiet = PyUnicode_InternFromString("quiet");
+    str_cancelling = PyUnicode_InternFromString("cancelling");
+    str_vt_past_horizon = PyUnicode_InternFromString("_vt_past_horizon");
     str_general = PyUnicode_InternFromString("_await_general");
     str_throw = PyUnicode_InternFromString("throw");
     str_close = PyUnicode_InternFromString("close");
@@ -3310,7 +3469,8 @@ PyInit__cwake(void)
     if (!str_done || !str_set_result || !str_run || !str_debug || !str_closed || !str_loop ||
         !str_vt_heap || !str_vt_seq || !str_vt_history || !str_blocking ||
         !str_result || !str_priority || !str_fast ||
-        !str_native || !str_env_loop || !str_pending || !str_target || !str_ready ||
+        !str_native || !str_env_loop || !str_pending || !str_target || !str_quiet || !str_cancelling ||
+        !str_vt_past_horizon ||
         !str_general || !str_throw || !str_close || !str_final ||
         !str_clock || !str_vt_max_instant ||
         !str_vt_fired || !str_cancelled || !str_calm_at || !str_changes || !str_vt_runaway ||

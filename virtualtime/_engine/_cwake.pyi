@@ -17,7 +17,16 @@ def setup(
     /,
 ) -> None: ...
 def note_running(loop: object, /) -> None: ...
-def setup_loop(loop_type: type, queue_type: type, world_type: type, /) -> None: ...
+def setup_loop(
+    loop_type: type,
+    queue_type: type,
+    world_type: type,
+    jump_to: Callable[..., bool],
+    threads: dict[int, Any],
+    jump_round_every: int,
+    /,
+) -> None: ...
+def jump_to(loop: object, ticks: int, task: object, /) -> bool: ...
 def push_after(
     heap: list[Any],
     next_seq: Callable[[], int],

@@ -110,7 +110,7 @@ from .._options import (
     wall_epoch,
 )
 from .._shared._errors import InvalidTypeError, InvalidValueError, UsageError
-from .._shared._threads import ANYIO_ASYNCIO, forget
+from .._shared._threads import ANYIO_ASYNCIO, THREAD_TABLE, forget
 from .._shared._time import (
     RESOLUTION,
     TICKS_PER_SECOND,
@@ -131,6 +131,7 @@ from ._running import RUNNING_HERE
 from ._seeding import Chooser, replay_keep
 from ._sockets import CountingSelector
 from ._timers import SleepTimer, TimerQueue
+from ._waits import JUMP_ROUND_EVERY, WaitsMixin
 
 __all__ = ["VirtualEventLoop", "running_virtual_loop"]
 
@@ -325,6 +326,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
     __slots__ = (
         "_closed",
         "_debug",
+        "_ready",
         "_stopping",
         "_vt_beyond",
         "_vt_drives",
@@ -337,7 +339,9 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         "_vt_plain",
         "_vt_rearmed",
         "_vt_seq",
+        "_vt_skipped",
         "_vt_ticks",
+        "_vt_world",
     )
 
     def __init__(self, options: LoopOptions | None = None, /, **kwargs: Unpack[LoopKwargs]) -> None:
@@ -648,6 +652,10 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
             # method object each time unless the instance already holds one (about 1 % of a
             # pure-Python wake-up).
             self.call_soon = self.call_soon  # type: ignore[method-assign]
+        if _core is not None and cls._vt_jump_to is WaitsMixin._vt_jump_to:
+            # The compiled in-place jump (every sim kit wait that skips its round): the
+            # method's checks read at the slots' offsets; the method stays the reference.
+            self._vt_jump_to = functools.partial(_core.jump_to, self)  # type: ignore[method-assign]
         # Each stand-in refers back to the loop: close() lets go of them (_vt_let_go).
         self._vt_stand_ins: dict[str, object] = {name: own[name] for name in own.keys() - before}
 
@@ -1267,7 +1275,14 @@ _DEBUG_SLOT: Final[Any] = VirtualEventLoop.__dict__["_debug"]
 
 if _core is not None:
     # The compiled core reads the slotted fields at their offsets in this class (see __slots__).
-    _core.setup_loop(VirtualEventLoop, TimerQueue, OutsideWork)
+    _core.setup_loop(
+        VirtualEventLoop,
+        TimerQueue,
+        OutsideWork,
+        WaitsMixin._vt_jump_to,
+        THREAD_TABLE,
+        JUMP_ROUND_EVERY,
+    )
     if hasattr(os, "register_at_fork"):
         # A forked child forgets the running loop (_running.py); the core's note of it too.
         os.register_at_fork(after_in_child=functools.partial(_core.note_running, None))
