@@ -50,6 +50,10 @@ def test_time_series_and_tally_by_hand() -> None:
     assert tally.mean(start=2) == 8.5
     assert tally.count(end=2) == 2
     assert tally.summary(start=9).count == 0
+    for bad_t, bad_value in ((math.nan, 1.0), (6.0, math.inf), (6.0, "7"), (True, 1.0)):
+        with pytest.raises((ValueError, TypeError), match="finite real number"):
+            tally.add(bad_t, bad_value)  # type: ignore[arg-type]
+    assert tally.count() == 3  # refused values left nothing behind
 
 
 def test_resource_statistics_by_hand(backend: str) -> None:

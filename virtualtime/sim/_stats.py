@@ -165,8 +165,11 @@ class Tally:
     def add(self, t: float, value: float) -> None:
         """Record ``value`` observed at instant ``t`` (both finite numbers; instants never go
         backwards)."""
-        check_number("t", t)
-        check_number("value", value)
+        # The resources add one observation per customer: two finite floats pass at a glance.
+        if type(t) is not float or not -math.inf < t < math.inf:
+            check_number("t", t)
+        if type(value) is not float or not -math.inf < value < math.inf:
+            check_number("value", value)
         times = self._times
         if times and t < times[-1]:
             raise InvalidValueError(
