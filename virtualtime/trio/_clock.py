@@ -418,13 +418,15 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         for, the answer is 0: trio polls I/O without blocking, and the clock jumps to
         ``deadline`` right after that poll if it woke nobody (see ``_after_io_wait``).
         """
-        entry = self._entry
-        if entry is not None and (entry[0] or entry[1]) and not self._kit:
-            # A callback is queued (trio queues one at the end of every run; or another
-            # thread called in): the poll wakes the run at once, and trio asks again after it.
-            # Nothing to decide now -- the tasks that ran are classified at that question.
-            self._plan = NO_PLAN
-            return 0.0
+        if deadline == math.inf and not self._kit:
+            entry = self._entry
+            if entry is not None and (entry[0] or entry[1]):
+                # A callback is queued (trio queues one at the end of every run; or another
+                # thread called in): the poll wakes the run at once, and trio asks again
+                # after it.  Nothing to decide now (so a run that ends without ever waiting
+                # never hooks in): the tasks that ran are classified at that question.
+                self._plan = NO_PLAN
+                return 0.0
         if not self._hooked and self._token is not None:  # (None: asked outside a run)
             self._hook()
         if self._scheduled:
