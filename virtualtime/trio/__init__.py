@@ -25,7 +25,9 @@ floats.  :class:`VirtualClock` is built only on trio's public interfaces:
   waits for from its chain of awaited coroutines (public ``Task.coro``; ``cr_await``): a
   ``trio.testing.wait_all_tasks_blocked`` call, a ``trio.to_thread.run_sync`` job, or a
   ``trio.lowlevel.wait_readable``/``wait_writable`` on some descriptor.  A task's wait can only
-  change when it runs, so this sees every change at a cost per task that ran.
+  change when it runs, so this sees every change at a cost per task that ran.  (The
+  instrument is installed at the run's first idle question, which reads every task once
+  instead: a run that never waits pays for none of its calls.)
 * A task in ``wait_all_tasks_blocked`` goes before any jump: the clock then answers with a
   long *probe* instead of 0; trio lowers the wait to that task's cushion and wakes it, and the
   clock leaves time alone (with ``autojump_threshold > 0`` the probe is the threshold, and the

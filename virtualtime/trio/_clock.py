@@ -34,13 +34,14 @@ from ._instruments import (
     PLAN_JUMP,
     PLAN_POLL,
     ClockInstrument,
+    EndInstrument,
     PaceInstrument,
     ProbeInstrument,
     listen_to,
     noop,
 )
 from ._outside import RECHECK_MIN, OutsideWork
-from ._tasks import Wait, library_dirs, lift_shields, task_tree
+from ._tasks import Wait, every_task, library_dirs, lift_shields, task_tree
 
 if typing.TYPE_CHECKING:
     from ._run import RunGuard
@@ -50,6 +51,9 @@ __all__ = ["VirtualClock"]
 _thread_table_size: typing.Final = _threads.thread_table_size
 _real_monotonic: typing.Final = _stdlib_time.monotonic
 _heappop: typing.Final = heapq.heappop
+
+_NO_THREADS: typing.Final = _threads.NewThreads()
+"""A clock's watch for new threads until its first run starts (only a run looks)."""
 
 _PROBE: typing.Final = 600.0
 """Real seconds answered to the run loop when a task may be waiting in
@@ -171,8 +175,12 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
 
         # Per-run state, reset by start_clock().
         self._token: trio.lowlevel.TrioToken | None = None
+        # The run's entry queue (its two containers, see listen_to), or None.
+        self._entry: tuple[_abc.Sized, _abc.Sized] | None = None
         self._scheduled: list[trio.lowlevel.Task] = []
         self._instrument = ClockInstrument(self, self._scheduled.append)
+        self._hooked = False  # whether _instrument is installed in this run (see _hook)
+        self._ender = EndInstrument(self)
         self._probe = ProbeInstrument(self)
         self._probe_installed = False
         self._waits: dict[trio.lowlevel.Task, Wait] = {}
@@ -181,7 +189,7 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         self._listen_ports: set[int] = set()
         """Ports this run listens on: a connection from one of them was accepted (we serve it)."""
         self._hold_since: float | None = None
-        self._new_threads = _threads.NewThreads()  # replaced at each run's start
+        self._new_threads = _NO_THREADS  # made at each run's start (start_clock)
         # The model of outside work the asyncio loop asks too (issue 35): connections to peers
         # outside the run, and the threads that have called into it.
         self._conns = _peers.Connections(self._others_working)
@@ -377,7 +385,7 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         self._spoke = False
         self._said = self._said_seen = 0
         self._run_ident = threading.get_ident()
-        listen_to(self._token, self._heard)
+        self._entry = listen_to(self._token, self._heard)
         self._probe_installed = False
         self._kit.clear()
         self._kit_own.clear()
@@ -391,7 +399,9 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
             self._ending = False
             # Before the clock's own instrument: its busy turn may wake a late kit wait.
             trio.lowlevel.add_instrument(PaceInstrument(self))
-        trio.lowlevel.add_instrument(self._instrument)
+        # The clock's own instrument waits until the run first goes idle (see _hook).
+        self._hooked = False
+        trio.lowlevel.add_instrument(self._ender)
         if self._patch is not None and not self._patch.active:
             self._patch.__enter__()
 
@@ -408,6 +418,17 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
         for, the answer is 0: trio polls I/O without blocking, and the clock jumps to
         ``deadline`` right after that poll if it woke nobody (see ``_after_io_wait``).
         """
+        if deadline == math.inf and not self._kit:
+            entry = self._entry
+            if entry is not None and (entry[0] or entry[1]):
+                # A callback is queued (trio queues one at the end of every run; or another
+                # thread called in): the poll wakes the run at once, and trio asks again
+                # after it.  Nothing to decide now (so a run that ends without ever waiting
+                # never hooks in): the tasks that ran are classified at that question.
+                self._plan = NO_PLAN
+                return 0.0
+        if not self._hooked and self._token is not None:  # (None: asked outside a run)
+            self._hook()
         if self._scheduled:
             self._absorb()
         self._said_seen = self._said
@@ -499,6 +520,19 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
     # the OutsideWork mixin (_outside.py).
 
     # ------------------------------------------------------------ internals
+
+    def _hook(self) -> None:
+        """Start hearing the run: install the clock's instrument, and count every task alive
+        as one that ran (each is read at the next idle question, as the instrument would have
+        had them all recorded since the run started).
+
+        Called at the run's first idle question and at its first kit wait: before either,
+        nothing depends on what the instrument hears (no jump is planned, no kit wait can be
+        handed on), so a run that never waits pays for none of its calls.
+        """
+        self._hooked = True
+        self._scheduled.extend(every_task(trio.lowlevel.current_root_task()))
+        trio.lowlevel.add_instrument(self._instrument)
 
     def _arm(self, wait: float) -> float:
         """Answer the run loop with a probe; the instrument acts on what the loop does."""
@@ -705,6 +739,7 @@ class VirtualClock(OutsideWork, trio.abc.Clock):
 
     def _run_ended(self) -> None:
         self._token = None
+        self._entry = None
         self._plan = NO_PLAN
         if self._patch is not None and self._patch.active:
             self._patch.__exit__(None, None, None)

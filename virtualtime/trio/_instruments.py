@@ -1,12 +1,16 @@
 """How the trio clock hears the run: its instruments, and the run's entry queue.
 
-A :class:`~virtualtime.trio.VirtualClock` learns what happens in the run it drives through two
-trio instruments (three with ``rate_strict``) and one swapped container:
+A :class:`~virtualtime.trio.VirtualClock` learns what happens in the run it drives through
+trio instruments and one swapped container:
 
+* :class:`EndInstrument` tells the clock that the run ended (installed for every run);
 * :class:`ClockInstrument` records every task that becomes runnable (a bare ``list.append``)
   and, after each I/O poll, carries out the jump the clock planned when trio asked how long to
   sleep (the plan is one of the ``PLAN_*`` values below; the common jump is inlined there, as
-  the hot path of every jump);
+  the hot path of every jump).  It is installed when the run first goes idle (or first uses
+  a kit wait), not when the run starts: until then there is nothing to decide, and a short
+  run -- one that never waits for anything -- pays none of its calls (the clock then reads
+  every task once, see ``VirtualClock._hook``);
 * :class:`ProbeInstrument`, installed only while the clock answers with a probe, sees the
   timeout of the next I/O wait (how the clock learns that a task waits in
   ``wait_all_tasks_blocked``);
@@ -17,6 +21,11 @@ trio instruments (three with ``rate_strict``) and one swapped container:
 
 Instrument hooks must never raise (trio would remove the instrument), so a failure is handed
 to the clock, which raises it on the run's next turn.
+
+Each instrument names its hooks in ``__dir__``: trio's ``add_instrument`` finds an
+instrument's hooks by walking ``dir(instrument)`` (some forty names, sorted, each looked up on
+``trio.abc.Instrument``), which was a sizeable part of what a short run costs; the short list
+gives it the same answer.
 
 Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
@@ -44,6 +53,7 @@ __all__ = [
     "PLAN_JUMP",
     "PLAN_POLL",
     "ClockInstrument",
+    "EndInstrument",
     "PaceInstrument",
     "ProbeInstrument",
     "listen_to",
@@ -75,6 +85,9 @@ class ClockInstrument(trio.abc.Instrument):
     ) -> None:
         self._clock = clock
         self.task_scheduled = record  # type: ignore[method-assign, assignment]
+
+    def __dir__(self) -> list[str]:
+        return ["after_io_wait", "task_scheduled"]  # see the module docstring
 
     def after_io_wait(self, timeout: float) -> None:
         clock = self._clock
@@ -126,6 +139,18 @@ class ClockInstrument(trio.abc.Instrument):
         except BaseException as exc:  # pragma: no cover - a bug in the clock
             clock._failed(exc)
 
+
+class EndInstrument(trio.abc.Instrument):
+    """Tells a :class:`VirtualClock` that its run ended (its only hook runs once per run)."""
+
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+
+    def __dir__(self) -> list[str]:
+        return ["after_run"]  # see the module docstring
+
     def after_run(self) -> None:
         self._clock._run_ended()
 
@@ -138,6 +163,9 @@ class ProbeInstrument(trio.abc.Instrument):
 
     def __init__(self, clock: VirtualClock) -> None:
         self._clock = clock
+
+    def __dir__(self) -> list[str]:
+        return ["before_io_wait"]  # see the module docstring
 
     def before_io_wait(self, timeout: float) -> None:
         clock = self._clock
@@ -158,6 +186,9 @@ class PaceInstrument(trio.abc.Instrument):
 
     def __init__(self, clock: VirtualClock) -> None:
         self._clock = clock
+
+    def __dir__(self) -> list[str]:
+        return ["after_io_wait"]  # see the module docstring
 
     def after_io_wait(self, timeout: float) -> None:
         clock = self._clock
@@ -200,7 +231,9 @@ class _HeardSet(dict[typing.Any, None]):
         super().__setitem__(key, value)
 
 
-def listen_to(token: trio.lowlevel.TrioToken, heard: _abc.Callable[[], None]) -> bool:
+def listen_to(
+    token: trio.lowlevel.TrioToken, heard: _abc.Callable[[], None]
+) -> tuple[collections.deque[typing.Any], dict[typing.Any, None]] | None:
     """Make ``heard()`` run in any thread that calls ``token.run_sync_soon``, before the call.
 
     Every way into a trio run from another thread -- ``trio.from_thread``, anyio's
@@ -215,14 +248,19 @@ def listen_to(token: trio.lowlevel.TrioToken, heard: _abc.Callable[[], None]) ->
     trio-private: ``TrioToken._reentry_queue`` and its ``queue``/``idempotent_queue`` fields
     (a deque and a dict, trio 0.22 to 0.32+), set once when the run starts.  A canary test
     (``tests/test_trio_outside.py``) pins them; if they change shape, nothing is swapped
-    (False) and the clock no longer hears other threads -- the portal race comes back, but
+    (None) and the clock no longer hears other threads -- the portal race comes back, but
     nothing breaks.
+
+    Returns the two containers now in place (the clock reads their length: a callback is
+    queued, so the run wakes at once), or None.
     """
     entry = getattr(token, "_reentry_queue", None)
     queue = getattr(entry, "queue", None)
     idempotent = getattr(entry, "idempotent_queue", None)
+    if isinstance(queue, _HeardQueue) and isinstance(idempotent, _HeardSet):
+        return queue, idempotent  # swapped already (a second clock hook on the same run)
     if type(queue) is not collections.deque or type(idempotent) is not dict:
-        return isinstance(queue, _HeardQueue)
-    entry.queue = _HeardQueue(queue, heard)  # type: ignore[union-attr]
-    entry.idempotent_queue = _HeardSet(idempotent, heard)  # type: ignore[union-attr]
-    return True
+        return None
+    swapped = _HeardQueue(queue, heard), _HeardSet(idempotent, heard)
+    entry.queue, entry.idempotent_queue = swapped  # type: ignore[union-attr]
+    return swapped

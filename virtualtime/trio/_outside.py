@@ -113,9 +113,10 @@ class OutsideWork:
         if not waits and not inside:
             # The common case: tasks that sleep, or wait on each other.
             for task in scheduled:
-                parked = own.get(task)
-                if parked is not None and parked.task is task:
-                    continue  # the toolkit's own task, still in its kit wait: a sleep
+                if own:  # (empty unless the toolkit's vehicles run)
+                    parked = own.get(task)
+                    if parked is not None and parked.task is task:
+                        continue  # the toolkit's own task, still in its kit wait: a sleep
                 if classify(task) is not None:
                     break
             else:

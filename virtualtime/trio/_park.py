@@ -289,6 +289,8 @@ def now_ticks(clock: Any) -> int:
 def queue_now(clock: Any, parked: Parked, order: int = 0) -> None:
     """Put ``parked`` in ``clock``'s heap at the current tick, in the place ``order`` (one
     :func:`reserve` took; 0: a new place, behind every wait so far)."""
+    if not clock._hooked:
+        clock._hook()  # a kit wait needs the clock's instrument (its busy turns, its rounds)
     _heappush(clock._kit, (now_ticks(clock), order or reserve(clock), parked))
 
 
@@ -316,6 +318,8 @@ def park(
     run is idle again as soon as it parks), the next kit wait due now is handed the turn
     here -- what the clock's next idle question would do, without asking it.
     """
+    if not clock._hooked:
+        clock._hook()  # as in queue_now
     parked = Parked(clock, task, quiet, ticks)
     if not order:
         clock._kit_count += 1

@@ -13,6 +13,7 @@ Part of ``trio``: may import ``shared``, ``clocks``, ``options`` (see tests/layo
 from __future__ import annotations
 
 import functools
+import sys
 import typing
 from collections import abc as _abc
 
@@ -58,7 +59,8 @@ class RunGuard(typing.Generic[_T]):
         self.clock = clock
         self.async_fn = async_fn
         self.name: str = _callable_name(async_fn)
-        self.scope = trio.CancelScope()
+        self.scope: trio.CancelScope
+        """The scope the clock cancels to end the run: set by :meth:`guarded_main`."""
         self.task: trio.lowlevel.Task | None = None
         self.error: _errors.VirtualTimeError | None = None
         """Set by the clock when it ends this run -- a :class:`~virtualtime.DeadlockError`, or
@@ -85,10 +87,28 @@ class RunGuard(typing.Generic[_T]):
             )
         if clock._guard is not None:
             raise _errors.UsageError(f"{clock!r} is already guarding another run")
+        task = trio.lowlevel.current_task()
+        nursery = task.parent_nursery
+        own: trio.CancelScope | _NoScope
+        if (
+            getattr(task.coro, "cr_frame", None) is sys._getframe()
+            and nursery is not None
+            and nursery.parent_task is trio.lowlevel.current_root_task()
+            and len(nursery.child_tasks) == 1
+        ):
+            # This coroutine is trio's main task itself (trio.run(guard.guarded_main), and
+            # anyio.run's, which hands trio the same coroutine): trio runs it alone in a
+            # nursery of its root task, whose scope ends exactly this task's tree, and nothing
+            # else of the run -- the clock cancels that one.  Entering a scope of our own
+            # costs a good part of a short run.
+            self.scope = nursery.cancel_scope
+            own = _NO_SCOPE
+        else:
+            own = self.scope = trio.CancelScope()
         try:
-            with self.scope:
+            with own:
                 clock._guard = self
-                self.task = trio.lowlevel.current_task()
+                self.task = task
                 clock._dormant = False  # a new guarded run: a deadlock must be found afresh
                 try:
                     return await self.async_fn(*args)
@@ -108,6 +128,21 @@ class RunGuard(typing.Generic[_T]):
         if error is None:  # pragma: no cover - only the clock cancels this scope
             raise _errors.UsageError("virtualtime.trio: the guard scope was cancelled unexpectedly")
         raise error
+
+
+class _NoScope:
+    """The context a guarded main task runs in when the clock cancels trio's own scope."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> typing.Literal[False]:
+        return False  # never swallows: the cancellation reaches guarded_main's handler
+
+
+_NO_SCOPE: typing.Final = _NoScope()
 
 
 def _callable_name(func: object) -> str:

@@ -41,6 +41,7 @@ __all__ = [
     "W_WRITE",
     "Wait",
     "classify",
+    "every_task",
     "library_dirs",
     "lift_shields",
     "task_tree",
@@ -244,6 +245,17 @@ def _task_name(task: trio.lowlevel.Task) -> str:
 
 def _all_tasks() -> list[trio.lowlevel.Task]:
     return task_tree(trio.lowlevel.current_root_task())
+
+
+def every_task(root: trio.lowlevel.Task | None) -> list[trio.lowlevel.Task]:
+    """``root`` and its descendants, in no particular order (:func:`task_tree`, unsorted)."""
+    if root is None:
+        return []
+    tasks = [root]
+    for task in tasks:  # grows as it goes: each task's children join the end
+        for nursery in task.child_nurseries:
+            tasks.extend(nursery.child_tasks)
+    return tasks
 
 
 def task_tree(root: trio.lowlevel.Task | None) -> list[trio.lowlevel.Task]:
