@@ -1897,6 +1897,26 @@ as_ticks(PyObject *obj, long long *out)
     return 1;
 }
 
+/* Is the first entry of ``queue`` -- a list of tuples that start with a tick: the timer heap,
+   the drives -- due at or before ``ticks``?  1 yes, 0 no (or empty), -1 not plain values. */
+static int
+due_by(PyObject *queue, long long ticks)
+{
+    long long head;
+    if (queue == NULL || !PyList_CheckExact(queue)) {
+        return -1;
+    }
+    if (PyList_GET_SIZE(queue) == 0) {
+        return 0;
+    }
+    PyObject *first = PyList_GET_ITEM(queue, 0);
+    if (!PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) < 1 ||
+        !as_ticks(PyTuple_GET_ITEM(first, 0), &head)) {
+        return -1;
+    }
+    return head <= ticks;
+}
+
 /* jump_to(loop, ticks, task) -> bool */
 /* Mirrors: WaitsMixin._vt_jump_to (virtualtime/_engine/_waits.py), with _vt_set_ticks
    (_driving.py) and OutsideWork.calm (_outside.py) inlined; whatever it cannot read as a plain
@@ -1910,7 +1930,7 @@ jump_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *loop = args[0], *target = args[1], *task = args[2];
-    long long ticks, now, head;
+    long long ticks, now;
     if (!is_loop(loop) || task == Py_None || !as_ticks(target, &ticks) ||
         !as_ticks(SLOT(loop, off_l_ticks), &now)) {
         return jump_fallback == NULL ? NULL : PyObject_Vectorcall(jump_fallback, args, 3, NULL);
@@ -1926,33 +1946,16 @@ jump_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_RETURN_FALSE;
     }
-    PyObject *heap = SLOT(loop, off_l_heap);
-    if (heap == NULL || !PyList_CheckExact(heap)) {
+    /* a timer (live or cancelled) or a drive due at or before the target fires first */
+    int due = due_by(SLOT(loop, off_l_heap), ticks);
+    if (due == 0) {
+        due = due_by(SLOT(loop, off_l_drives), ticks);
+    }
+    if (due < 0) {
         return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
     }
-    if (PyList_GET_SIZE(heap) > 0) {
-        PyObject *first = PyList_GET_ITEM(heap, 0);
-        if (!PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) < 1 ||
-            !as_ticks(PyTuple_GET_ITEM(first, 0), &head)) {
-            return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
-        }
-        if (head <= ticks) {
-            Py_RETURN_FALSE;
-        }
-    }
-    PyObject *drives = SLOT(loop, off_l_drives);
-    if (drives == NULL || !PyList_CheckExact(drives)) {
-        return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
-    }
-    if (PyList_GET_SIZE(drives) > 0) {
-        PyObject *first = PyList_GET_ITEM(drives, 0);
-        if (!PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) < 1 ||
-            !as_ticks(PyTuple_GET_ITEM(first, 0), &head)) {
-            return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
-        }
-        if (head <= ticks) {
-            Py_RETURN_FALSE;
-        }
+    if (due) {
+        Py_RETURN_FALSE;
     }
     if (SLOT(loop, off_l_plain) != Py_True || SLOT(loop, off_l_stopping) != Py_False) {
         Py_RETURN_FALSE;
