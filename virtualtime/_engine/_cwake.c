@@ -111,6 +111,23 @@ set_field(PyObject *loop, Py_ssize_t off, PyObject *value)
     Py_XDECREF(old);
 }
 
+/* ``obj`` (borrowed; NULL allowed) an exact int that fits a C long long: 1 and *out, or 0 --
+   the caller then leaves the decision to Python. */
+static int
+exact_int(PyObject *obj, long long *out)
+{
+    if (obj == NULL || !PyLong_CheckExact(obj)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 static int
 slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *out)
 {
@@ -1530,17 +1547,7 @@ static PyObject *str_vt_max_instant = NULL, *str_vt_fired = NULL,
 static int
 int_item(PyObject *dict, PyObject *name, long long *out)
 {
-    PyObject *value = PyDict_GetItemWithError(dict, name);
-    if (value == NULL || !PyLong_CheckExact(value)) {
-        return 0;
-    }
-    int overflow;
-    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
+    return exact_int(PyDict_GetItemWithError(dict, name), out);
 }
 
 /* An int attribute of a helper object (the timer queue's ``cancelled``, the outside world's
@@ -1553,13 +1560,7 @@ int_attr(PyObject *obj, PyObject *name, long long *out)
         PyErr_Clear();
         return 0;
     }
-    int ok = 0;
-    if (PyLong_CheckExact(value)) {
-        int overflow;
-        *out = PyLong_AsLongLongAndOverflow(value, &overflow);
-        ok = !overflow && !(*out == -1 && PyErr_Occurred());
-        PyErr_Clear();
-    }
+    int ok = exact_int(value, out);
     Py_DECREF(value);
     return ok;
 }
@@ -1569,20 +1570,7 @@ int_attr(PyObject *obj, PyObject *name, long long *out)
 static int
 int_slot(PyObject *obj, PyTypeObject *type, Py_ssize_t off, PyObject *name, long long *out)
 {
-    if (!Py_IS_TYPE(obj, type)) {
-        return int_attr(obj, name, out);
-    }
-    PyObject *value = SLOT(obj, off);
-    if (value == NULL || !PyLong_CheckExact(value)) {
-        return 0;
-    }
-    int overflow;
-    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
+    return Py_IS_TYPE(obj, type) ? exact_int(SLOT(obj, off), out) : int_attr(obj, name, out);
 }
 
 /* The round the compiled core may take now: 1 the plain round (nothing ready: jump to the
@@ -1700,17 +1688,7 @@ raise_now(PyObject *loop, PyObject *value)
 static int
 int_field(PyObject *loop, Py_ssize_t off, long long *out)
 {
-    PyObject *value = SLOT(loop, off);
-    if (value == NULL || !PyLong_CheckExact(value)) {
-        return 0;
-    }
-    int overflow;
-    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
+    return exact_int(SLOT(loop, off), out);
 }
 
 /* Store a C integer as a slotted field of the loop: 0, or -1 with an error set. */
@@ -1881,22 +1859,6 @@ error:
 
 /* ------------------------------------------------------------------------ the jump */
 
-/* An exact int below 2**63 as a C long long: 1 and *out, or 0 (the caller falls back). */
-static int
-as_ticks(PyObject *obj, long long *out)
-{
-    if (obj == NULL || !PyLong_CheckExact(obj)) {
-        return 0;
-    }
-    int overflow;
-    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
-}
-
 /* Is the first entry of ``queue`` -- a list of tuples that start with a tick: the timer heap,
    the drives -- due at or before ``ticks``?  1 yes, 0 no (or empty), -1 not plain values. */
 static int
@@ -1911,7 +1873,7 @@ due_by(PyObject *queue, long long ticks)
     }
     PyObject *first = PyList_GET_ITEM(queue, 0);
     if (!PyTuple_CheckExact(first) || PyTuple_GET_SIZE(first) < 1 ||
-        !as_ticks(PyTuple_GET_ITEM(first, 0), &head)) {
+        !exact_int(PyTuple_GET_ITEM(first, 0), &head)) {
         return -1;
     }
     return head <= ticks;
@@ -1931,8 +1893,8 @@ jump_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *loop = args[0], *target = args[1], *task = args[2];
     long long ticks, now;
-    if (!is_loop(loop) || task == Py_None || !as_ticks(target, &ticks) ||
-        !as_ticks(SLOT(loop, off_l_ticks), &now)) {
+    if (!is_loop(loop) || task == Py_None || !exact_int(target, &ticks) ||
+        !exact_int(SLOT(loop, off_l_ticks), &now)) {
         return jump_fallback == NULL ? NULL : PyObject_Vectorcall(jump_fallback, args, 3, NULL);
     }
     PyObject *ready = SLOT(loop, off_l_ready);
@@ -1994,7 +1956,7 @@ jump_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     long long skipped;
-    if (!as_ticks(SLOT(loop, off_l_skipped), &skipped)) {
+    if (!exact_int(SLOT(loop, off_l_skipped), &skipped)) {
         return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
     }
     skipped += 1;
