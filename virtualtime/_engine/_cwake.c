@@ -1895,7 +1895,11 @@ jump_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long ticks, now;
     if (!is_loop(loop) || task == Py_None || !exact_int(target, &ticks) ||
         !exact_int(SLOT(loop, off_l_ticks), &now)) {
-        return jump_fallback == NULL ? NULL : PyObject_Vectorcall(jump_fallback, args, 3, NULL);
+        if (jump_fallback == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "virtualtime._engine._cwake: setup_loop() was not called");
+            return NULL;
+        }
+        return PyObject_Vectorcall(jump_fallback, args, 3, NULL);
     }
     PyObject *ready = SLOT(loop, off_l_ready);
     Py_ssize_t pending = ready == NULL ? -1 : PyObject_Size(ready);

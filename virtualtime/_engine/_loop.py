@@ -319,7 +319,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
 
     # The fields every round reads or writes are slots (the instance keeps its __dict__ for
     # the rest): the compiled core reads them at fixed offsets (_cwake.c, setup_loop) where a
-    # lookup in the instance dict hashed a name a dozen times a round, about a tenth of a
+    # lookup in the instance dict hashed a name a dozen times a round, about a fifth of a
     # wake-up.  Python reads and writes them as before.  _stopping, _debug and _closed are
     # asyncio's own flags: BaseEventLoop's assignments land in these slots
     # (tests/test_canaries.py pins that).
