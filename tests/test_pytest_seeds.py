@@ -274,10 +274,7 @@ def test_a_pinned_failure_says_the_seed_is_the_marks(pytester: pytest.Pytester) 
     assert "--virtualtime-seed" not in line  # the mark pins it
 
 
-def test_anyio_tests_get_the_seed_on_asyncio_and_run_on_trio(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("trio")
-    tests = """
-    import asyncio
+_BOTH_BACKENDS = """
     import pytest
 
     @pytest.fixture(params=["asyncio", "trio"])
@@ -286,10 +283,22 @@ def test_anyio_tests_get_the_seed_on_asyncio_and_run_on_trio(pytester: pytest.Py
 
     @pytest.mark.anyio
     @pytest.mark.virtualtime
-    async def test_anyio(anyio_backend):
+"""
+"""An anyio test module's head: both backends, the test below it marked for virtual time."""
+
+
+def test_anyio_tests_get_the_seed_on_asyncio_and_run_on_trio(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("trio")
+    tests = (
+        """
+    import asyncio
+"""
+        + _BOTH_BACKENDS
+        + """    async def test_anyio(anyio_backend):
         if anyio_backend == "asyncio":
             assert asyncio.get_running_loop().seed in (0, 1)
     """
+    )
     result = run(pytester, "--virtualtime-seeds=2", "-v", tests=tests)
     result.assert_outcomes(passed=4)
     assert _has(result, "test_anyio[asyncio-seed=0] PASSED")
@@ -298,18 +307,12 @@ def test_anyio_tests_get_the_seed_on_asyncio_and_run_on_trio(pytester: pytest.Py
 
 def test_a_failure_on_trio_gets_no_replay_command(pytester: pytest.Pytester) -> None:
     pytest.importorskip("trio")
-    tests = """
-    import pytest
-
-    @pytest.fixture(params=["asyncio", "trio"])
-    def anyio_backend(request):
-        return request.param
-
-    @pytest.mark.anyio
-    @pytest.mark.virtualtime
-    async def test_anyio(anyio_backend):
+    tests = (
+        _BOTH_BACKENDS
+        + """    async def test_anyio(anyio_backend):
         assert False, anyio_backend
     """
+    )
     result = run(pytester, "--virtualtime-seed=3", tests=tests)
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(

@@ -486,14 +486,22 @@ class StreamTransport(asyncio.Transport):
     def _force_close(self, exc: BaseException) -> None:
         """End the connection at once after a protocol error: the peer is reset, and this
         end's protocol learns why (``connection_lost(exc)``), as asyncio's transports do."""
-        if self._lost:
+        if not self._halt():
             return
+        if self.out is not None:
+            self.out.send(_RST)
+        self.world.soon(self._lose, self.context, exc)
+
+    def _halt(self) -> bool:
+        """Stop this end's traffic: nothing unread is kept, nothing unsent goes out.  False
+        if the connection had already ended."""
+        if self._lost:
+            return False
         self._closing = True
         self.inbox.clear()
         if self.out is not None:
             self.out.drop()
-            self.out.send(_RST)
-        self.world.soon(self._lose, self.context, exc)
+        return True
 
     def arrive(self, flow: Flow, kind: int, data: bytes) -> None:
         """A segment reached this end (called in this end's context)."""
@@ -561,12 +569,8 @@ class StreamTransport(asyncio.Transport):
 
     def reset(self) -> None:
         """The peer reset the connection (or its host crashed)."""
-        if self._lost:
+        if not self._halt():
             return
-        self._closing = True
-        self.inbox.clear()
-        if self.out is not None:
-            self.out.drop()
         self._lose(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"))
 
     def _lose(self, exc: BaseException | None) -> None:
