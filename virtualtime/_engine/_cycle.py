@@ -6,10 +6,11 @@ asks :meth:`~virtualtime._engine._idle.IdleMixin._vt_idle`), fire every timer du
 total order -- in C when the compiled core is there (``_cwake.c``'s ``fire``/``run_ready``
 mirror the loops below, and its ``plain_rounds`` runs this whole method, round after round,
 for as long as each round is the plain one or a busy one that needs no look outside) -- and
-run what is ready.  It runs once per wake-up of a simulation, so
-it is written for speed: module globals bound once, the common cases inlined, no helper call
-that the plain round does not need.  Keep it that way: a method call added here costs every
-wake-up of every program.
+run what is ready.  Without the compiled core the method itself goes on from a plain round to
+the next in one call, and returns to ``run_forever`` at the first round that is not plain.
+It runs once per wake-up of a simulation, so it is written for speed: module globals bound
+once, the common cases inlined, no helper call that the plain round does not need.  Keep it
+that way: a method call added here costs every wake-up of every program.
 
 Part of ``engine``: may import ``shared``, ``clocks``, ``options`` (see tests/layout.py).
 """
@@ -82,197 +83,207 @@ class CycleMixin(IdleMixin):
             # purge, poll or outside look (it checks _stopping between them, as run_forever
             # does); the next round it could not take is this method's again.
             return
-        if (
-            self._vt_plain
-            and not ready
-            and heap
-            and not timers.cancelled
-            and not self._vt_drives
-            and not self._vt_rearmed
-            and world.calm_at == world.changes  # world.calm(), inlined
-            and _thread_table_size() == 1
-            and not self._stopping  # asyncio-private: set by stop().
-            and (first := heap[0])[0] < self._vt_beyond  # not never, nor past a watched horizon
-            # A dead waiter is never counted (see _timers): time must not jump to one.
-            and (type(item := first[3]) is not _WAITER or not item.done())
-        ):
-            # The plain round, the common case of a simulation and of most tests: pure
-            # virtual time, nothing ready, no dead entry to drop, nothing outside.  It makes
-            # exactly the decisions of the general round below (jump to the head), with a
-            # tenth of its tests: each of these is a state the loop keeps up to date.
-            now = first[0]
-            if now > self._vt_ticks:  # _vt_set_ticks, inlined
-                self._vt_ticks = now
-                seconds = now / TICKS_PER_SECOND
-                if seconds > self._vt_now:
-                    self._vt_now = seconds
-                self._vt_instant_count = 0
-            history = None
-            direct = True
-        else:
+        # The pure-Python rounds: each plain round goes on to the next one in this frame, as
+        # the compiled plain_rounds does in C (the call of _run_once, its frame and these
+        # locals were 1 to 4 % of a pure-Python wake-up); any other round is taken once, first.
+        opening = True
+        while True:
             if (
-                timers.cancelled
-                or len(heap) >= timers.scan_at
-                or (heap and type(item := heap[0][3]) is _WAITER and item.done())
-            ):
-                # Cancelled handles, a heap due for its scan, or a dead waiter at the head
-                # (waiters' deaths are found, not counted: see _timers): drop them before
-                # time moves.
-                timers.purge()
-            if ready or self._stopping:
-                if self._vt_selector.registered > 1:
-                    self._vt_poll(0)
-            elif (
-                self._vt_fast
+                self._vt_plain
+                and not ready
                 and heap
-                and heap[0][0] < _NEVER
+                and not timers.cancelled
                 and not self._vt_drives
-                and world.calm()
+                and not self._vt_rearmed
+                and world.calm_at == world.changes  # world.calm(), inlined
+                and _thread_table_size() == 1
+                and not self._stopping  # asyncio-private: set by stop().
+                and (first := heap[0])[0] < self._vt_beyond  # not never, nor past a watched horizon
+                # A dead waiter is never counted (see _timers): time must not jump to one.
+                and (type(item := first[3]) is not _WAITER or not item.done())
             ):
-                # Pure virtual time and nothing at all outside: the decision _vt_idle would
-                # make (jump to the head), without its general bookkeeping.
-                head = heap[0][0]
-                if head > self._vt_ticks:
-                    self._vt_set_ticks(head)
+                # The plain round, the common case of a simulation and of most tests: pure
+                # virtual time, nothing ready, no dead entry to drop, nothing outside.  It makes
+                # exactly the decisions of the general round below (jump to the head), with a
+                # tenth of its tests: each of these is a state the loop keeps up to date.
+                now = first[0]
+                if now > self._vt_ticks:  # _vt_set_ticks, inlined
+                    self._vt_ticks = now
+                    seconds = now / TICKS_PER_SECOND
+                    if seconds > self._vt_now:
+                        self._vt_now = seconds
+                    self._vt_instant_count = 0
+                history = None
+                direct = True
+            elif not opening:
+                # The round after a plain one is not plain: run_forever's next call takes it
+                # (after checking _stopping, as between any two rounds).
+                return
             else:
-                self._vt_idle()
-            now = self._vt_ticks
-            if self._vt_rearmed and heap and heap[0][0] <= now:
-                now = self._vt_rearmed_round(now)
-            history = self._vt_history
-            direct = not self._debug
+                if (
+                    timers.cancelled
+                    or len(heap) >= timers.scan_at
+                    or (heap and type(item := heap[0][3]) is _WAITER and item.done())
+                ):
+                    # Cancelled handles, a heap due for its scan, or a dead waiter at the head
+                    # (waiters' deaths are found, not counted: see _timers): drop them before
+                    # time moves.
+                    timers.purge()
+                if ready or self._stopping:
+                    if self._vt_selector.registered > 1:
+                        self._vt_poll(0)
+                elif (
+                    self._vt_fast
+                    and heap
+                    and heap[0][0] < _NEVER
+                    and not self._vt_drives
+                    and world.calm()
+                ):
+                    # Pure virtual time and nothing at all outside: the decision _vt_idle would
+                    # make (jump to the head), without its general bookkeeping.
+                    head = heap[0][0]
+                    if head > self._vt_ticks:
+                        self._vt_set_ticks(head)
+                else:
+                    self._vt_idle()
+                now = self._vt_ticks
+                if self._vt_rearmed and heap and heap[0][0] <= now:
+                    now = self._vt_rearmed_round(now)
+                history = self._vt_history
+                direct = not self._debug
+            opening = False
 
-        if heap and heap[0][0] <= now:
-            fired = 0
-            seconds = self._vt_now
-            if _core_fire is not None and history is None and direct:
-                # The compiled core: the loop below, in C (no history, not in debug mode).
-                fired, dead, seconds = _core_fire(heap, now, seconds, ready.append)
-                timers.cancelled -= dead
-                if seconds > self._vt_now:
-                    self._vt_now = seconds
-                heap = ()  # type: ignore[assignment]  # the loop below has nothing left to do
-            while heap and heap[0][0] <= now:
-                entry = _heappop(heap)
-                handle = entry[3]
-                if type(handle) is _WAITER:
-                    # A native sleep (_vt_wake_after): the entry is the future itself.  A
-                    # future already done (cancelled -- by a signal handler too -- or resolved
-                    # early) refuses its result: the entry is dead, and was never counted.
-                    try:
-                        handle.set_result(None)
-                    except _InvalidStateError:
+            if heap and heap[0][0] <= now:
+                fired = 0
+                seconds = self._vt_now
+                if _core_fire is not None and history is None and direct:
+                    # The compiled core: the loop below, in C (no history, not in debug mode).
+                    fired, dead, seconds = _core_fire(heap, now, seconds, ready.append)
+                    timers.cancelled -= dead
+                    if seconds > self._vt_now:
+                        self._vt_now = seconds
+                    # (Every entry due is gone: the loop below stops at its first test.)
+                while heap and heap[0][0] <= now:
+                    entry = _heappop(heap)
+                    handle = entry[3]
+                    if type(handle) is _WAITER:
+                        # A native sleep (_vt_wake_after): the entry is the future itself.  A
+                        # future already done (cancelled -- by a signal handler too -- or resolved
+                        # early) refuses its result: the entry is dead, and was never counted.
+                        try:
+                            handle.set_result(None)
+                        except _InvalidStateError:
+                            if history is not None:
+                                self._vt_scheduled_at.pop(entry[2], None)
+                            continue
+                        fired += 1
+                        if history is not None:
+                            self._vt_record(entry)
+                        continue
+                    if type(handle) is _SLEEP_TIMER:
+                        # asyncio.sleep's timer (call_later): resolve its future here, in timer
+                        # order.  No future: it was cancelled in the heap (and counted); a
+                        # future already done (its sleep was cancelled) refuses the value.
+                        future = handle._future
+                        if future is None:
+                            timers.cancelled -= 1
+                            continue
+                        handle._future = None
+                        try:
+                            future.set_result(handle._result)
+                        except _InvalidStateError:
+                            continue
+                        fired += 1
+                        continue
+                    handle._scheduled = False
+                    if handle._cancelled:
+                        timers.cancelled -= 1
+                        if history is not None:
+                            self._vt_scheduled_at.pop(entry[2], None)
+                        continue
+                    callback = handle._callback
+                    if (
+                        direct
+                        and history is None
+                        and (callback is _SLEEP_WAKER or callback is _OUR_WAKER)
+                    ):
+                        # The common wake-up of asyncio.sleep: resolve its future here, in timer
+                        # order, saving a round trip through the ready queue (the woken task
+                        # still runs in this round).  A future already done was cancelled
+                        # before its timer came due (or by a signal handler just now): the
+                        # timer wakes nobody and does not count as fired, as below.
+                        args = handle._args
+                        try:
+                            args[0].set_result(args[1])
+                        except _InvalidStateError:
+                            continue
+                        fired += 1
+                        if handle._when > seconds:  # see call_at
+                            seconds = self._vt_now = handle._when
+                        continue
+                    waker = callback is _SLEEP_WAKER or callback is _OUR_WAKER
+                    if waker and handle._args[0].done():
+                        # A sleep cancelled before its timer came due (its task has not run
+                        # since): the timer wakes nobody, so it neither fires nor is recorded --
+                        # exactly like a native sleep's dead entry above.
                         if history is not None:
                             self._vt_scheduled_at.pop(entry[2], None)
                         continue
                     fired += 1
-                    if history is not None:
-                        self._vt_record(entry)
-                    continue
-                if type(handle) is _SLEEP_TIMER:
-                    # asyncio.sleep's timer (call_later): resolve its future here, in timer
-                    # order.  No future: it was cancelled in the heap (and counted); a
-                    # future already done (its sleep was cancelled) refuses the value.
-                    future = handle._future
-                    if future is None:
-                        timers.cancelled -= 1
-                        continue
-                    handle._future = None
-                    try:
-                        future.set_result(handle._result)
-                    except _InvalidStateError:
-                        continue
-                    fired += 1
-                    continue
-                handle._scheduled = False
-                if handle._cancelled:
-                    timers.cancelled -= 1
-                    if history is not None:
-                        self._vt_scheduled_at.pop(entry[2], None)
-                    continue
-                callback = handle._callback
-                if (
-                    direct
-                    and history is None
-                    and (callback is _SLEEP_WAKER or callback is _OUR_WAKER)
-                ):
-                    # The common wake-up of asyncio.sleep: resolve its future here, in timer
-                    # order, saving a round trip through the ready queue (the woken task
-                    # still runs in this round).  A future already done was cancelled
-                    # before its timer came due (or by a signal handler just now): the
-                    # timer wakes nobody and does not count as fired, as below.
-                    args = handle._args
-                    try:
-                        args[0].set_result(args[1])
-                    except _InvalidStateError:
-                        continue
-                    fired += 1
                     if handle._when > seconds:  # see call_at
                         seconds = self._vt_now = handle._when
-                    continue
-                waker = callback is _SLEEP_WAKER or callback is _OUR_WAKER
-                if waker and handle._args[0].done():
-                    # A sleep cancelled before its timer came due (its task has not run
-                    # since): the timer wakes nobody, so it neither fires nor is recorded --
-                    # exactly like a native sleep's dead entry above.
                     if history is not None:
-                        self._vt_scheduled_at.pop(entry[2], None)
-                    continue
-                fired += 1
-                if handle._when > seconds:  # see call_at
-                    seconds = self._vt_now = handle._when
-                if history is not None:
-                    self._vt_record(entry)
-                if direct and waker:
-                    # A sleep's timer only resolves its future, whose waiter is then
-                    # scheduled.  Resolving it here, in timer order, saves a round trip
-                    # through the ready queue; the woken task still runs in this round.
-                    try:  # noqa: SIM105 - the hot path: no context manager here
-                        handle._args[0].set_result(handle._args[1])
-                    except _InvalidStateError:
-                        # Cancelled between the two calls by a signal handler: Ctrl-C
-                        # under asyncio.run cancels the main task from one.
-                        pass
-                    continue
-                ready.append(handle)
-            self._vt_fired += fired
+                        self._vt_record(entry)
+                    if direct and waker:
+                        # A sleep's timer only resolves its future, whose waiter is then
+                        # scheduled.  Resolving it here, in timer order, saves a round trip
+                        # through the ready queue; the woken task still runs in this round.
+                        try:  # noqa: SIM105 - the hot path: no context manager here
+                            handle._args[0].set_result(handle._args[1])
+                        except _InvalidStateError:
+                            # Cancelled between the two calls by a signal handler: Ctrl-C
+                            # under asyncio.run cancels the main task from one.
+                            pass
+                        continue
+                    ready.append(handle)
+                self._vt_fired += fired
 
-        rounds = self._vt_instant_count + 1
-        self._vt_instant_count = rounds
-        if rounds > self._vt_max_instant:
-            self._vt_runaway()
-        ntodo = len(ready)
-        if self._vt_gates:
-            ntodo = self._vt_pass_gates(ready, ntodo)
-        if self._debug:
-            self._vt_run_ready_debug(ntodo)
-            return
-        popleft = ready.popleft
-        if _core_run_ready is not None:
-            _core_run_ready(popleft, ntodo, self._vt_callback_failed)
-            return
-        for _ in range(ntodo):
-            todo = popleft()
-            if todo._cancelled:
-                continue
-            if type(todo) is _Soon:
-                # Handle._run, inlined for the loop's own lean handles (a frame saved on
-                # every wake-up); a failure is reported exactly as Handle._run reports it.
-                args = todo._args
-                try:
-                    if len(args) == 1:
-                        # A future's callback: every task wake-up.  A call with *args
-                        # builds a new argument list and tuple each time; this builds none
-                        # (about 3 % of a pure-Python wake-up).
-                        todo._context.run(todo._callback, args[0])
-                    else:
-                        todo._context.run(todo._callback, *args)
-                except (SystemExit, KeyboardInterrupt):
-                    raise
-                except BaseException as exc:
-                    self._vt_callback_failed(todo, exc)
-            else:
-                todo._run()
+            rounds = self._vt_instant_count + 1
+            self._vt_instant_count = rounds
+            if rounds > self._vt_max_instant:
+                self._vt_runaway()
+            ntodo = len(ready)
+            if self._vt_gates:
+                ntodo = self._vt_pass_gates(ready, ntodo)
+            if self._debug:
+                self._vt_run_ready_debug(ntodo)
+                return
+            popleft = ready.popleft
+            if _core_run_ready is not None:
+                _core_run_ready(popleft, ntodo, self._vt_callback_failed)
+                return
+            for _ in range(ntodo):
+                todo = popleft()
+                if todo._cancelled:
+                    continue
+                if type(todo) is _Soon:
+                    # Handle._run, inlined for the loop's own lean handles (a frame saved on
+                    # every wake-up); a failure is reported exactly as Handle._run reports it.
+                    args = todo._args
+                    try:
+                        if len(args) == 1:
+                            # A future's callback: every task wake-up.  A call with *args
+                            # builds a new argument list and tuple each time; this builds none
+                            # (about 3 % of a pure-Python wake-up).
+                            todo._context.run(todo._callback, args[0])
+                        else:
+                            todo._context.run(todo._callback, *args)
+                    except (SystemExit, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:
+                        self._vt_callback_failed(todo, exc)
+                else:
+                    todo._run()
 
     # ------------------------------------------------------- gates on the ready queue
 
