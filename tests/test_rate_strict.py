@@ -4,7 +4,7 @@ SimPy's ``RealtimeEnvironment(factor, strict=True)`` raises when a step comes mo
 ``factor`` real seconds late; here ``rate = 1 / factor`` and ``rate_strict=True`` allows one
 virtual second (``1 / rate`` real seconds), a number that many virtual seconds.  The models
 burn real CPU time in a busy loop measured with ``time.perf_counter`` (never a sleep), so a
-step really costs what it says; every run takes a few tens of milliseconds.
+step really costs what it says; no run takes much more than 150 ms of real time.
 """
 
 from __future__ import annotations
