@@ -471,6 +471,40 @@ def test_canary_a_future_awaited_by_a_task_is_marked_asyncio_future_blocking() -
         asyncio.run(bare())
 
 
+@pytest.mark.parametrize("kind", ["Task", "_PyTask"])
+def test_canary_a_futures_callbacks_are_callback_and_context_pairs(kind: str) -> None:
+    # _cycle.py, the pure rounds' lone wake-up: it reads a due future's one callback and its
+    # context from Future._callbacks, takes it out with remove_done_callback (so set_result
+    # schedules nothing) and runs it in that context itself, from the loop's round: the
+    # waiting task goes on.
+    where = "virtualtime/_engine/_cycle.py (the lone wake-up)"
+    loop: Any = asyncio.new_event_loop()
+    try:
+        future = loop.create_future()
+        none = future._callbacks
+        assert none is None, changed(f"Future._callbacks with no callback ({none!r})", where)
+
+        async def waiter() -> str:
+            return str(await future)
+
+        task = getattr(asyncio.tasks, kind)(waiter(), loop=loop)
+        loop.run_until_complete(asyncio.sleep(0))  # the task now waits for the future
+        waiting = future._callbacks
+        assert isinstance(waiting, list), changed(f"Future._callbacks ({waiting!r})", where)
+        assert len(waiting) == 1, changed(f"Future._callbacks ({waiting!r})", where)
+        callback, context = waiting[0]
+        assert getattr(callback, "__self__", None) is task
+        assert isinstance(context, contextvars.Context)
+        assert future.remove_done_callback(callback) == 1
+        ready = len(loop._ready)
+        future.set_result(7)
+        assert len(loop._ready) == ready  # nothing scheduled
+        loop.call_soon(context.run, callback, future)  # (a task steps only in a round)
+        assert loop.run_until_complete(task) == "7"
+    finally:
+        loop.close()
+
+
 def test_canary_anyio_sleeps_through_a_backend_classmethod_that_awaits_asyncio_sleep() -> None:
     # _anyio_sleep.py: anyio.sleep(delay) awaits get_async_backend().sleep(delay), and on the
     # asyncio backend that is a classmethod over a coroutine function of (cls, delay) whose

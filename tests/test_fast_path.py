@@ -521,6 +521,76 @@ def test_a_failing_lean_callback_is_reported_like_a_stock_one() -> None:
     assert stock[0]["message"] == report["message"]
 
 
+def test_a_lone_wake_up_resumes_its_task_as_the_ready_queue_would() -> None:
+    # The pure rounds run the one callback of a lone due sleep's future themselves (the
+    # compiled core through the ready queue): the woken task runs in its own context, as the
+    # current task, at its instant, and same-instant sleeps still wake first-come first-served.
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="none")
+    log: list[tuple[str, float, str, bool]] = []
+
+    async def sleeper(name: str, delays: list[float], sleep: Sleep) -> None:
+        var.set(name)
+        me = asyncio.current_task()
+        for delay in delays:
+            await sleep(delay)
+            now = asyncio.get_running_loop().time()
+            log.append((name, now, var.get(), me is asyncio.current_task()))
+
+    async def main() -> int:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(sleeper("a", [1, 1, 0.5], virtualtime.sleep))
+            group.create_task(sleeper("b", [1, 1.25], asyncio.sleep))
+            group.create_task(sleeper("c", [1.5, 0.75], virtualtime.sleep))
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        return loop.timers_fired
+
+    assert virtualtime.run(main()) == 7
+    assert log == [
+        ("a", 1.0, "a", True),
+        ("b", 1.0, "b", True),
+        ("c", 1.5, "c", True),
+        ("a", 2.0, "a", True),
+        ("b", 2.25, "b", True),
+        ("c", 2.25, "c", True),
+        ("a", 2.5, "a", True),
+    ]
+
+
+def test_a_lone_timers_future_callbacks_run_and_fail_as_scheduled_ones_do() -> None:
+    # A lone due timer whose future has one callback that is not a task's wake-up, one that
+    # fails, or two: each runs once, in order, at the timer's instant, and a failure is
+    # reported as a failing scheduled callback is.
+    reports: list[dict[str, Any]] = []
+    seen: list[tuple[str, float]] = []
+
+    def boom(future: asyncio.Future[str]) -> None:
+        raise ValueError(f"boom {future.result()}")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: reports.append(context))
+        one = loop.create_future()
+        one.add_done_callback(lambda f: seen.append((f.result(), loop.time())))
+        loop.call_later(1, set_result_unless_cancelled, one, "one")
+        failing = loop.create_future()
+        failing.add_done_callback(boom)
+        loop.call_later(2, set_result_unless_cancelled, failing, "two")
+        two = loop.create_future()
+        two.add_done_callback(lambda f: seen.append(("first of " + f.result(), loop.time())))
+        two.add_done_callback(lambda f: seen.append(("second of " + f.result(), loop.time())))
+        loop.call_later(3, set_result_unless_cancelled, two, "three")
+        await virtualtime.sleep(4)
+
+    virtualtime.run(main())
+    assert seen == [("one", 1.0), ("first of three", 3.0), ("second of three", 3.0)]
+    (report,) = reports
+    assert report["message"].startswith("Exception in callback ")
+    assert "boom" in report["message"]
+    assert str(report["exception"]) == "boom two"
+    assert isinstance(report["handle"], asyncio.Handle)
+
+
 def test_get_debug_and_create_future_follow_the_loop() -> None:
     loop = virtualtime.new_event_loop()
     try:
@@ -895,6 +965,14 @@ from virtualtime._engine import _compiled
 from virtualtime._engine._loop import VirtualEventLoop
 
 calls = [0]
+soon = [0]
+stock_soon = VirtualEventLoop.call_soon
+
+def counting_soon(self, *args, **kwargs):
+    soon[0] += 1
+    return stock_soon(self, *args, **kwargs)
+
+VirtualEventLoop.call_soon = counting_soon  # the class's own (a subclass's takes no lone lane)
 
 class Counting(VirtualEventLoop):
     def _run_once(self):
@@ -904,6 +982,7 @@ class Counting(VirtualEventLoop):
 async def sleeper(i):
     for step in range(30):
         await virtualtime.sleep(1 + i / 10 + step / 1000)
+        await asyncio.sleep(0.001 + i / 10000)
     return asyncio.get_running_loop().time()
 
 async def main():
@@ -915,35 +994,54 @@ try:
     fired = loop.timers_fired
 finally:
     loop.close()
-print(json.dumps([_compiled.COMPILED, calls[0], fired, ends]))
+print(json.dumps([_compiled.COMPILED, calls[0], soon[0], fired, ends]))
 """
+
+
+def _run_rounds_script(*, pure: bool) -> tuple[bool, int, int, int, list[float]]:
+    """Run _ROUNDS_SCRIPT in a fresh interpreter (a thread left by another test would make
+    every round look outside, as it must), on the pure-Python path if ``pure``."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "VIRTUALTIME_PURE_PYTHON": "1"} if pure else None
+    out = subprocess.run(
+        [sys.executable, "-c", _ROUNDS_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    compiled, calls, soon, fired, ends = json.loads(out.stdout)
+    assert fired == 600
+    assert ends == sorted(ends)
+    assert len(set(ends)) == 10
+    return compiled, calls, soon, fired, ends
 
 
 def test_the_loop_takes_round_after_round_in_one_call() -> None:
     # The compiled core's plain_rounds reads the loop's fields by name; if one were renamed it
     # would quietly hand every round back to Python (correct, but slow); the pure-Python
-    # _run_once goes on from one plain round to the next as well.  Counted here: 300 sleeps
-    # at 300 instants, with tasks woken and made ready between them -- in a fresh interpreter,
-    # since a thread left by another test makes every round look outside (as it must).
-    import json
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-c", _ROUNDS_SCRIPT],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    compiled, calls, fired, ends = json.loads(out.stdout)
+    # _run_once goes on from one plain round to the next as well.  Counted here: 600 sleeps
+    # at 600 instants, with tasks woken and made ready between them.
+    compiled, calls, _soon, _fired, _ends = _run_rounds_script(pure=False)
     assert compiled is _compiled.COMPILED
-    assert fired == 300
-    assert ends == sorted(ends)
-    assert len(set(ends)) == 10
     # The first round of each stretch, and the ones handed back: 3 compiled, 15 pure (a
     # round with callbacks made ready by the last one is a general round, taken by a call).
     assert calls < 30
+
+
+def test_the_pure_rounds_wake_a_lone_sleeper_without_scheduling_a_callback() -> None:
+    # A pure-Python wake-up of one sleeper alone at its instant runs the task's wake-up from
+    # the round itself; before, each went through call_soon, a handle and the ready queue
+    # (a sixth of the wake-up).  600 sleeps of both kinds, each alone at its instant: only
+    # the tasks' first steps and gather's callbacks at the end are scheduled.
+    compiled, _calls, soon, _fired, _ends = _run_rounds_script(pure=True)
+    assert compiled is False
+    assert soon < 40
 
 
 def test_the_fields_the_compiled_rounds_read_are_slots() -> None:
