@@ -591,6 +591,33 @@ def test_a_lone_timers_future_callbacks_run_and_fail_as_scheduled_ones_do() -> N
     assert isinstance(report["handle"], asyncio.Handle)
 
 
+def test_lone_wake_ups_spinning_at_one_instant_are_a_runaway_that_strands_no_task() -> None:
+    # A task that sleeps for no time over and over is woken alone at the same instant each
+    # time: the round count still reaches the limit, and the round that reports it has woken
+    # the task the general way, so the task can still be cancelled and finish afterwards.
+    loop = virtualtime.new_event_loop(max_rounds_per_instant=50)
+    spins = 0
+
+    async def spin() -> None:
+        nonlocal spins
+        while True:
+            spins += 1
+            await virtualtime.sleep(0)
+
+    try:
+        task = loop.create_task(spin())
+        with pytest.raises(virtualtime.RunawayError, match="max_rounds_per_instant=50"):
+            loop.run_until_complete(task)
+        assert 45 <= spins <= 55
+        assert loop.time() == 0.0
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            loop.run_until_complete(task)
+        assert task.cancelled()
+    finally:
+        loop.close()
+
+
 def test_get_debug_and_create_future_follow_the_loop() -> None:
     loop = virtualtime.new_event_loop()
     try:

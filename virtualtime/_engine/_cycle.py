@@ -139,15 +139,17 @@ class CycleMixin(IdleMixin):
                         # nothing then) and runs the callback as the ready queue would.
                         if type(woken) is _WAITER and not woken.done():
                             waiting = woken._callbacks
-                            if waiting is not None and len(waiting) == 1:
+                            if (
+                                waiting is not None
+                                and len(waiting) == 1
+                                # (a round past the limit is the general round's to report)
+                                and self._vt_instant_count < self._vt_max_instant
+                            ):
                                 callback, context = waiting[0]
                                 woken.remove_done_callback(callback)
                                 woken.set_result(value)
                                 self._vt_fired += 1
-                                rounds = self._vt_instant_count + 1
-                                self._vt_instant_count = rounds
-                                if rounds > self._vt_max_instant:
-                                    self._vt_runaway()
+                                self._vt_instant_count += 1
                                 opening = False
                                 try:
                                     context.run(callback, woken)
