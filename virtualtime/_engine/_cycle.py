@@ -48,7 +48,6 @@ _thread_table_size: Final = thread_table_size
 _threads: Final = THREAD_TABLE
 _heappop: Final = heapq.heappop
 _heappush: Final = heapq.heappush
-_Handle: Final = asyncio.Handle
 _InvalidStateError: Final = asyncio.InvalidStateError
 _WAITER: Final = WAITER
 _SLEEP_TIMER: Final = SleepTimer
@@ -60,6 +59,20 @@ _OUR_WAKER: Final = _WAKERS[1]
 _FORMAT_TAKES_DEBUG: Final = (
     "debug" in inspect.signature(_format_helpers._format_callback_source).parameters
 )
+
+
+def _soon(loop: Any, callback: Any, future: Any, context: Any) -> _Soon:
+    """The handle the ready queue would have run ``callback(future)`` from: what a failure
+    of a callback run by the lone wake-up is reported with."""
+    handle = _Soon()  # type: ignore[call-arg]  # an empty handle (see _Soon)
+    handle._context = context
+    handle._loop = loop
+    handle._callback = callback
+    handle._args = (future,)
+    handle._cancelled = False
+    handle._repr = None
+    handle._source_traceback = None
+    return handle
 
 
 class CycleMixin(IdleMixin):
@@ -117,52 +130,67 @@ class CycleMixin(IdleMixin):
                     if seconds > self._vt_now:
                         self._vt_now = seconds
                     self._vt_instant_count = 0
-                if self._vt_lone and (type(item) is _WAITER or type(item) is _SLEEP_TIMER):
+                if self.call_soon is self._vt_lone and (
+                    type(item) is _WAITER or type(item) is _SLEEP_TIMER
+                ):
                     # The lone wake-up, the common round of a simulation: one sleep is due at
-                    # this instant and nothing is ready, so what the round would do is resolve
-                    # its future and run the future's one callback, the sleeping task's
-                    # wake-up.  It does exactly that, without the call_soon, the handle and the
-                    # trip through the ready queue (about a sixth of a pure-Python wake-up).
+                    # this instant and nothing is ready.  The round would resolve the sleep's
+                    # future, whose one callback (the sleeping task's wake-up) call_soon would
+                    # put in the ready queue, and then run it.  The lane runs it at once, in
+                    # its context, without the call_soon, the handle and the queue (about a
+                    # sixth of a pure-Python wake-up).  Only while call_soon is the loop's own
+                    # (_vt_update_fast): a subclass's or a patched one sees every callback.
                     _heappop(heap)
                     if not heap or heap[0][0] > now:  # the only entry due now
-                        lone: Any = item
-                        if type(lone) is _WAITER:
-                            woken = lone
+                        sleeper: Any = item
+                        if type(sleeper) is _WAITER:  # (always this loop's own future)
+                            awaited = sleeper
                             value = None
-                        else:  # (taken out for now: put back below if the lane is not taken)
-                            woken = lone._future
-                            value = lone._result
-                            lone._future = None
-                        # asyncio-private: a future's _callbacks, its (callback, context)
-                        # pairs.  The lane takes only asyncio's own future, not yet done, with
-                        # one callback: it removes it, resolves the future (which schedules
-                        # nothing then) and runs the callback as the ready queue would.
-                        if type(woken) is _WAITER and not woken.done():
-                            waiting = woken._callbacks
-                            if (
-                                waiting is not None
-                                and len(waiting) == 1
-                                # (a round past the limit is the general round's to report)
-                                and self._vt_instant_count < self._vt_max_instant
-                            ):
-                                callback, context = waiting[0]
-                                woken.remove_done_callback(callback)
-                                woken.set_result(value)
-                                self._vt_fired += 1
-                                self._vt_instant_count += 1
-                                opening = False
-                                try:
-                                    context.run(callback, woken)
-                                except (SystemExit, KeyboardInterrupt):
-                                    raise
-                                except BaseException as exc:
-                                    # Reported as Handle._run reports it (a handle made now).
-                                    self._vt_callback_failed(
-                                        _Handle(callback, (woken,), self, context), exc
-                                    )
+                            ours = True
+                        else:  # (taken out now, as the fire loop does: put back if no lane)
+                            awaited = sleeper._future
+                            value = sleeper._result
+                            sleeper._future = None
+                            ours = type(awaited) is _WAITER and awaited.get_loop() is self
+                        # asyncio-private: Future._callbacks, the (callback, context) pairs.
+                        # The lane takes only this loop's own asyncio future, not done yet,
+                        # with one callback, on a round within max_rounds_per_instant (the
+                        # general round reports the one past it).
+                        if (
+                            ours
+                            and not awaited.done()
+                            and (callbacks := awaited._callbacks) is not None
+                            and len(callbacks) == 1
+                            and self._vt_instant_count < self._vt_max_instant
+                        ):
+                            callback, context = callbacks[0]
+                            if awaited.remove_done_callback(callback) != 1:
+                                # Cancelled a moment ago by a signal handler (Ctrl-C under
+                                # asyncio.run cancels the main task from one), which scheduled
+                                # the callback: the timer wakes nobody, as in the fire loop.
+                                del first, item, sleeper, awaited, callbacks, callback, context
                                 continue
-                        if type(lone) is not _WAITER:
-                            lone._future = woken
+                            self._vt_instant_count += 1
+                            opening = False
+                            try:
+                                awaited.set_result(value)
+                            except _InvalidStateError:
+                                pass  # cancelled just now (as above): the callback still runs
+                            else:
+                                self._vt_fired += 1
+                            try:
+                                context.run(callback, awaited)
+                            except (SystemExit, KeyboardInterrupt):
+                                raise
+                            except BaseException as exc:
+                                self._vt_callback_failed(
+                                    _soon(self, callback, awaited, context), exc
+                                )
+                            # Nothing of the wake-up stays alive in this frame until the next.
+                            del first, item, sleeper, awaited, callbacks, callback, context
+                            continue
+                        if type(sleeper) is not _WAITER:
+                            sleeper._future = awaited
                     _heappush(heap, first)  # (the round below takes it the general way)
                 history = None
                 direct = True

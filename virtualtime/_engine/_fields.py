@@ -77,7 +77,7 @@ class LoopFields(asyncio.SelectorEventLoop):
     _vt_fast: bool
     _vt_lean: bool
     _vt_plain: bool
-    _vt_lone: bool
+    _vt_lone: object
     _vt_native_sleep: bool
     _vt_clock_views: bool
     _vt_signals: dict[int, Any]

@@ -426,7 +426,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         self._vt_fast = False
         self._vt_lean = False
         self._vt_plain = False
-        self._vt_lone = False
+        self._vt_lone = None
         self._vt_native_sleep = False
         # A simulated network whose hosts keep their own clocks reads timers through
         # loop.call_later/call_at stand-ins (virtualtime.net): anyio's sleep must go there too.
@@ -730,9 +730,13 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         # The plain round of _run_once: the fast path with lean timers, and no gate on the
         # ready queue (the compiled rounds run it without asking them).
         self._vt_plain = self._vt_fast and self._vt_lean and not self._vt_gates
-        # The pure-Python rounds' lone wake-up runs a future's one callback itself instead of
-        # scheduling it: not for a class that schedules callbacks its own way.
-        self._vt_lone = self._vt_plain and type(self).call_soon is VirtualEventLoop.call_soon
+        # The lone wake-up of the pure-Python rounds runs a future's one callback itself, where
+        # the future would have scheduled it with getattr(loop, "call_soon"): only while that
+        # is still the stand-in _vt_lean_get_debug made (not a subclass's method, nor anything
+        # put in its place since).  None: never.
+        self._vt_lone = (
+            getattr(self, "_vt_stand_ins", {}).get("call_soon") if self._vt_plain else None
+        )
         # anyio.sleep may take virtualtime.sleep (_anyio_sleep.py): where asyncio.sleep would
         # take the lean timer, on a class that keeps the stock timers and futures.
         cls = type(self)
