@@ -139,7 +139,7 @@ class CycleMixin(IdleMixin):
                     # put in the ready queue, and then run it.  The lane runs it at once, in
                     # its context, without the call_soon, the handle and the queue (about a
                     # sixth of a pure-Python wake-up).  Only while call_soon is the loop's own
-                    # (_vt_update_fast): a subclass's or a patched one sees every callback.
+                    # (_vt_lean_get_debug): a subclass's or a patched one sees every callback.
                     _heappop(heap)
                     if not heap or heap[0][0] > now:  # the only entry due now
                         sleeper: Any = item

@@ -660,6 +660,10 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
             self._vt_jump_to = functools.partial(_core.jump_to, self)  # type: ignore[method-assign]
         # Each stand-in refers back to the loop: close() lets go of them (_vt_let_go).
         self._vt_stand_ins: dict[str, object] = {name: own[name] for name in own.keys() - before}
+        # The lone wake-up of the pure-Python rounds runs a future's one callback itself, where
+        # the future would have scheduled it with getattr(loop, "call_soon"): only while that
+        # is still this stand-in (not a subclass's method, nor anything put in its place since).
+        self._vt_lone = self._vt_stand_ins.get("call_soon")
 
     def _vt_later_caller(self) -> Any:
         # The compiled call_later: the inline path below (every asyncio.sleep), without a
@@ -730,13 +734,6 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
         # The plain round of _run_once: the fast path with lean timers, and no gate on the
         # ready queue (the compiled rounds run it without asking them).
         self._vt_plain = self._vt_fast and self._vt_lean and not self._vt_gates
-        # The lone wake-up of the pure-Python rounds runs a future's one callback itself, where
-        # the future would have scheduled it with getattr(loop, "call_soon"): only while that
-        # is still the stand-in _vt_lean_get_debug made (not a subclass's method, nor anything
-        # put in its place since).  None: never.
-        self._vt_lone = (
-            getattr(self, "_vt_stand_ins", {}).get("call_soon") if self._vt_plain else None
-        )
         # anyio.sleep may take virtualtime.sleep (_anyio_sleep.py): where asyncio.sleep would
         # take the lean timer, on a class that keeps the stock timers and futures.
         cls = type(self)
@@ -1204,6 +1201,7 @@ class VirtualEventLoop(NetworkMixin, CycleMixin):
             if type(made) is functools.partial:
                 made.__dict__.pop("__call__", None)  # itself: a cycle of its own
         self._vt_stand_ins = {}
+        self._vt_lone = None
         timers = getattr(self, "_vt_timers", None)
         if timers is not None:
             timers.on_discard = None
